@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Developer tasks, needing only Python >= 3.11 and git: ``python3 dev.py test`` / ``demo``.
+
+Creates ``.venv`` on first use and installs the project with its dev extras into it
+(again only when pyproject.toml changed), then runs the task inside it.
+
+    python3 dev.py test [PYTEST ARGS]   ruff, mypy --strict, then the whole pytest suite
+    python3 dev.py demo                 a worker and some jobs on a private Redis
+    python3 dev.py bench [NAME]         the benchmarks under bench/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+STAMP = VENV / ".cogworker-installed"
+
+
+def run(*command: str | Path) -> None:
+    result = subprocess.run([str(part) for part in command], cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(result.returncode)
+
+
+def ensure_environment() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit(f"cogworker needs Python >= 3.11, this is {sys.version.split()[0]}")
+    if not PYTHON.exists():
+        print("dev.py: creating .venv", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted:
+        return
+    print("dev.py: installing cogworker[dev] into .venv", flush=True)
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    STAMP.write_text(wanted)
+
+
+def main(argv: list[str]) -> None:
+    task, rest = (argv[0], argv[1:]) if argv else ("help", [])
+    if task not in ("test", "demo", "bench", "lint"):
+        print(__doc__)
+        sys.exit(0 if task == "help" else 2)
+    ensure_environment()
+    if task in ("test", "lint"):
+        print("dev.py: ruff", flush=True)
+        run(BIN / "ruff", "check", "src", "tests", "bench")
+        print("dev.py: mypy --strict", flush=True)
+        run(BIN / "mypy")
+        if task == "lint":
+            return
+        print("dev.py: pytest", flush=True)
+        run(PYTHON, "-m", "pytest", *rest)
+    elif task == "demo":
+        run(PYTHON, "-m", "cogworker", "demo", *rest)
+    else:
+        scripts = sorted((ROOT / "bench").glob("*.py"))
+        for script in scripts:
+            if not rest or script.stem in rest:
+                print(f"dev.py: bench/{script.name}", flush=True)
+                run(PYTHON, script)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

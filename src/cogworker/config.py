@@ -1,0 +1,289 @@
+"""One ``Config`` object holding every option, validated when set.
+
+A config is passed explicitly to the components that need it. ``default_config()`` returns a
+process-wide instance for the convenience of ``Job.perform_async`` and the CLI; tests and
+embedders build their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from cogworker import connection
+from cogworker.middleware import Chain
+
+if TYPE_CHECKING:
+    import redis
+
+    from cogworker.wire import Payload
+
+DeathHandler = Callable[["Payload", BaseException], object]
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+FETCH_MODES = ("reliable", "basic")
+
+logger = logging.getLogger("cogworker")
+
+
+class ConfigError(ValueError):
+    """An option was given a value it cannot take. The message names both."""
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_number(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _non_negative_number(name: str, value: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigError(f"{name} must be a number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def _fetch(name: str, value: Any) -> str:
+    if not isinstance(value, str) or value.lower() not in FETCH_MODES:
+        raise ConfigError(f"{name} must be one of {', '.join(FETCH_MODES)}, got {value!r}")
+    return value.lower()
+
+
+def _log_level(name: str, value: Any) -> str:
+    if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+        raise ConfigError(f"{name} must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value.upper()
+
+
+def _optional_str(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{name} must be a string, got {value!r}")
+    return value or None
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def expand_queues(specs: Iterable[Any], option: str = "queues") -> list[str]:
+    """Expand queue specs into the weighted list: ``"name"``, ``"name,weight"`` or ``[name, w]``.
+
+    A weight of n repeats the name n times (a name listed more often is tried first more
+    often). A missing, zero or non-numeric weight counts as 1, as in the Ruby gem.
+    """
+    if isinstance(specs, str):
+        specs = [specs]
+    queues: list[str] = []
+    for spec in specs:
+        if isinstance(spec, list | tuple) and spec:
+            name, weight = str(spec[0]), (str(spec[1]) if len(spec) > 1 else "1")
+        elif isinstance(spec, str):
+            name, _, weight = spec.partition(",")
+        else:
+            raise ConfigError(f"{option} entries must be queue names, got {spec!r}")
+        name = name.strip()
+        if not name:
+            raise ConfigError(f"{option} has an empty queue name in {spec!r}")
+        try:
+            copies = max(int(weight.strip() or "1"), 1)
+        except ValueError:
+            copies = 1
+        queues.extend([name] * copies)
+    if not queues:
+        raise ConfigError(f"{option} must name at least one queue")
+    return queues
+
+
+def _death_handlers(name: str, value: Any) -> list[DeathHandler]:
+    if not isinstance(value, list | tuple) or not all(callable(item) for item in value):
+        raise ConfigError(f"{name} must be a list of callables (job, exception), got {value!r}")
+    return list(value)
+
+
+def _chain(name: str, value: Any) -> Chain:
+    if not isinstance(value, Chain):
+        raise ConfigError(f"{name} must be a cogworker.Chain, got {value!r}")
+    return value
+
+
+# option -> (default factory, validator); the single source of truth for names and defaults
+_OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
+    "concurrency": (lambda: 10, _positive_int),
+    "queues": (lambda: ["default"], expand_queues),
+    "redis_url": (lambda: None, _optional_str),
+    "redis_socket_timeout": (lambda: 5.0, _positive_number),
+    "fetch": (lambda: "reliable", _fetch),
+    "fetch_idle_max_interval": (lambda: 1.0, _positive_number),
+    "orphan_threshold": (lambda: 300.0, _positive_number),
+    "max_orphanings": (lambda: 3, _positive_int),
+    "unique_lock_ttl": (lambda: 86400.0, _positive_number),
+    "periodic_catch_up": (lambda: True, _bool),
+    "death_handlers": (list, _death_handlers),
+    "shutdown_timeout": (lambda: 25.0, _non_negative_number),
+    "heartbeat_interval": (lambda: 5.0, _positive_number),
+    "poll_interval": (lambda: 5.0, _positive_number),
+    "orphan_check_interval": (lambda: 60.0, _positive_number),
+    "log_level": (lambda: "INFO", _log_level),
+    "environment": (lambda: "development", _str),
+    "tag": (lambda: None, _optional_str),
+    "client_middleware": (Chain, _chain),
+    "server_middleware": (Chain, _chain),
+}
+
+OPTION_NAMES = frozenset(_OPTIONS)
+
+
+class Config:
+    """Every cogworker setting; assigning a bad value raises ConfigError at once.
+
+    ``concurrency`` processor threads per worker; ``queues`` the weighted queue list;
+    ``redis_url`` (else ``$REDIS_URL``, else redis://localhost:6379/0); ``fetch``
+    ``reliable`` (default) or ``basic``; ``shutdown_timeout`` how long a stopping worker waits
+    for running jobs; ``heartbeat_interval``, ``poll_interval`` and ``orphan_check_interval``
+    the background cadences; the rest as in the spec (runtime.md §3).
+    """
+
+    concurrency: int
+    queues: list[str]
+    redis_url: str | None
+    redis_socket_timeout: float
+    fetch: str
+    fetch_idle_max_interval: float
+    orphan_threshold: float
+    max_orphanings: int
+    unique_lock_ttl: float
+    periodic_catch_up: bool
+    death_handlers: list[DeathHandler]
+    shutdown_timeout: float
+    heartbeat_interval: float
+    poll_interval: float
+    orphan_check_interval: float
+    log_level: str
+    environment: str
+    tag: str | None
+    client_middleware: Chain
+    server_middleware: Chain
+    _redis: redis.Redis | None
+    _redis_lock: threading.Lock
+
+    def __init__(self, **options: Any) -> None:
+        object.__setattr__(self, "server", False)
+        object.__setattr__(self, "_redis", None)
+        object.__setattr__(self, "_redis_lock", threading.Lock())
+        for name, (default, _) in _OPTIONS.items():
+            object.__setattr__(self, name, default())
+        self.update(options)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "server":
+            object.__setattr__(self, name, bool(value))
+            return
+        entry = _OPTIONS.get(name)
+        if entry is None:
+            raise ConfigError(f"unknown option {name!r}")
+        object.__setattr__(self, name, entry[1](name, value))
+        if name in ("redis_url", "redis_socket_timeout", "concurrency"):
+            self._drop_redis()
+
+    def update(self, options: Mapping[str, Any]) -> None:
+        """Set several options; the first invalid one raises and names itself."""
+        for name, value in options.items():
+            setattr(self, name, value)
+
+    # -- Redis ------------------------------------------------------------------------------
+
+    def redis(self) -> redis.Redis:
+        """The shared client, built on first use with a pool of ``concurrency + 5``."""
+        client = self._redis
+        if client is None:
+            with self._redis_lock:
+                client = self._redis
+                if client is None:
+                    client = connection.connect(
+                        self.redis_url,
+                        max_connections=self.concurrency + 5,
+                        socket_timeout=self.redis_socket_timeout,
+                    )
+                    object.__setattr__(self, "_redis", client)
+        return client
+
+    def _drop_redis(self) -> None:
+        client = getattr(self, "_redis", None)
+        if client is not None:
+            object.__setattr__(self, "_redis", None)
+            client.close()
+
+    # -- server / client side blocks ----------------------------------------------------------
+
+    server: bool
+    """True in a worker process (set by the CLI before the app's code is imported)."""
+
+    def configure_server(self, block: Callable[[Config], object]) -> Callable[[Config], object]:
+        """Run ``block(config)`` now if this is a worker process; usable as a decorator."""
+        if self.server:
+            block(self)
+        else:
+            logger.debug("configure_server skipped: %s is not a worker process", block)
+        return block
+
+    def configure_client(self, block: Callable[[Config], object]) -> Callable[[Config], object]:
+        """Run ``block(config)`` now unless this is a worker process; usable as a decorator."""
+        if not self.server:
+            block(self)
+        else:
+            logger.debug("configure_client skipped: %s runs in a worker process", block)
+        return block
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in ("concurrency", "queues", "fetch", "redis_url")
+        )
+        return f"Config({shown})"
+
+
+_default: Config | None = None
+_default_lock = threading.Lock()
+
+
+def default_config() -> Config:
+    """The process-wide config used when none is passed explicitly."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Config()
+    return _default
+
+
+def set_default_config(config: Config) -> Config:
+    """Replace the process-wide config (the CLI does this once at boot)."""
+    global _default
+    _default = config
+    return config

@@ -1,0 +1,123 @@
+"""Every Redis key name cogworker reads or writes, in one place.
+
+The names are the Ruby gem's, byte for byte, so a Ruby and a Python process can share one
+Redis. There is no configurable namespace. Two families carry no ``cogworker:`` prefix:
+``status:<jid>`` and everything under ``periodic:``. Identities contain ``:``, so a key is
+never split on ``:``; callers strip a known prefix instead.
+"""
+
+from __future__ import annotations
+
+QUEUE_PREFIX = "cogworker:queue:"
+QUEUES = "cogworker:queues"
+PAUSED_QUEUES = "cogworker:paused_queues"
+LIVE_QUEUES = "cogworker:live_queues"
+SCHEDULE = "cogworker:schedule"
+RETRY = "cogworker:retry"
+DEAD = "cogworker:dead"
+
+INPROGRESS_PREFIX = "cogworker:inprogress:"
+INPROGRESS_IDENTITIES = "cogworker:inprogress_identities"
+LAST_BEAT = "cogworker:last_beat"
+ORPHANINGS_PREFIX = "cogworker:orphanings:"
+REPEAT_ORPHANS = "cogworker:repeat_orphans"
+UNSETTLED = "cogworker:unsettled"
+UNSETTLED_QUARANTINE = "cogworker:quarantine:cogworker:unsettled:records"
+
+PROCESSES = "cogworker:processes"
+PROCESS_PREFIX = "cogworker:process:"
+WORKERS_PREFIX = "cogworker:workers:"
+SIGNAL_PREFIX = "cogworker:signal:"
+
+STATS_PROCESSED = "cogworker:stats:processed"
+STATS_FAILED = "cogworker:stats:failed"
+THROUGHPUT_PREFIX = "cogworker:throughput:"
+JOB_ATTEMPTS_PREFIX = "cogworker:job_attempts:"
+HISTORY_ALL = "cogworker:history:all"
+HISTORY_SUCCESS = "cogworker:history:success"
+HISTORY_FAILED = "cogworker:history:failed"
+HISTORY_DAILY_PREFIX = "cogworker:history:daily:"
+STATUS_PREFIX = "status:"
+
+UNIQUE_PREFIX = "cogworker:unique:"
+PERIODIC_RUNNING_PREFIX = "periodic:running:"
+PERIODIC_LAST_SLOT_PREFIX = "periodic:last_slot:"
+PERIODIC_LOCK_PREFIX = "periodic:lock:"
+PERIODIC_SCHEDULE = "periodic:schedule"
+PERIODIC_DISABLED = "periodic:disabled"
+
+QUARANTINE_PREFIX = "cogworker:quarantine:"
+
+
+def queue(name: str) -> str:
+    """The list holding the jobs waiting on queue ``name``."""
+    return QUEUE_PREFIX + name
+
+
+def queue_name(key: str) -> str:
+    """The queue name of a ``cogworker:queue:<name>`` key."""
+    return key[len(QUEUE_PREFIX) :] if key.startswith(QUEUE_PREFIX) else key
+
+
+def inprogress(identity: str) -> str:
+    """A reliable-fetch process's list of jobs it has taken and not yet settled."""
+    return INPROGRESS_PREFIX + identity
+
+
+def orphanings(jid: str) -> str:
+    """How many times the job ``jid`` was recovered from a dead process."""
+    return ORPHANINGS_PREFIX + jid
+
+
+def process(identity: str) -> str:
+    """A process's presence hash (``info``, ``busy``, ``quiet``), alive while it exists."""
+    return PROCESS_PREFIX + identity
+
+
+def workers(identity: str) -> str:
+    """What each processor thread of a process is running right now."""
+    return WORKERS_PREFIX + identity
+
+
+def signal_channel(identity: str) -> str:
+    """The pub/sub channel a process listens on for ``quiet``, ``resume`` and ``stop``."""
+    return SIGNAL_PREFIX + identity
+
+
+def throughput(hour: int) -> str:
+    """Processed / failed counters of one hour (``floor(epoch / 3600)``)."""
+    return f"{THROUGHPUT_PREFIX}{hour}"
+
+
+def job_attempts(jid: str) -> str:
+    return JOB_ATTEMPTS_PREFIX + jid
+
+
+def history_daily(day: str) -> str:
+    """Daily success / failure counters; ``day`` is a UTC ``YYYY-MM-DD``."""
+    return HISTORY_DAILY_PREFIX + day
+
+
+def status(jid: str) -> str:
+    return STATUS_PREFIX + jid
+
+
+def unique(digest: str) -> str:
+    return UNIQUE_PREFIX + digest
+
+
+def periodic_running(pjid: str) -> str:
+    return PERIODIC_RUNNING_PREFIX + pjid
+
+
+def periodic_last_slot(pjid: str) -> str:
+    return PERIODIC_LAST_SLOT_PREFIX + pjid
+
+
+def periodic_lock(pjid: str, slot: int) -> str:
+    return f"{PERIODIC_LOCK_PREFIX}{pjid}:{slot}"
+
+
+def quarantine(original: str, epoch_ms: int, suffix: str) -> str:
+    """Where KeyGuard moves a key of the wrong type (``suffix`` is 8 hex characters)."""
+    return f"{QUARANTINE_PREFIX}{original}:{epoch_ms}:{suffix}"

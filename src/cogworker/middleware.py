@@ -1,0 +1,124 @@
+"""Client and server middleware: ordered chains wrapped around a push or a job's run.
+
+A middleware is a class. The chain builds a fresh instance of every entry on each invoke (so
+an instance may keep per-job state) and calls it with the job's context and ``call_next``, a
+function that runs the rest of the chain. Not calling it stops the push (client side) or skips
+``perform`` (server side). Order for ``[a, b]``: a before, b before, final, b after, a after.
+
+Client middleware::
+
+    class AddTenant:
+        def __call__(self, job_class: str, job: Payload, queue: str,
+                     redis: Redis, call_next: Callable[[], None]) -> None:
+            job["tenant"] = current_tenant()
+            call_next()
+
+Server middleware::
+
+    class Timing:
+        def __call__(self, worker: Job | None, job: Payload, queue: str,
+                     call_next: Callable[[], None]) -> None:
+            started = time.monotonic()
+            try:
+                call_next()
+            finally:
+                log(job["jid"], time.monotonic() - started)
+
+On the server side ``worker`` is None when the job's class could not be resolved, and
+anything a middleware raises counts as the job failing, so its own bookkeeping should not
+raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import redis
+
+    from cogworker.job import Job
+    from cogworker.wire import Payload
+
+
+class ClientMiddleware(Protocol):
+    def __call__(
+        self,
+        job_class: str,
+        job: Payload,
+        queue: str,
+        redis: redis.Redis,
+        call_next: Callable[[], None],
+    ) -> None: ...
+
+
+class ServerMiddleware(Protocol):
+    def __call__(
+        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+    ) -> None: ...
+
+
+class Chain:
+    """An ordered list of middleware classes with their constructor arguments."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[type[Any], tuple[Any, ...], dict[str, Any]]] = []
+
+    def add(self, middleware: type[Any], *args: Any, **kwargs: Any) -> None:
+        """Append ``middleware`` (re-adding one moves it to the end with the new arguments)."""
+        self.remove(middleware)
+        self._entries.append((middleware, args, kwargs))
+
+    def prepend(self, middleware: type[Any], *args: Any, **kwargs: Any) -> None:
+        self.remove(middleware)
+        self._entries.insert(0, (middleware, args, kwargs))
+
+    def insert_before(
+        self, before: type[Any], middleware: type[Any], *args: Any, **kwargs: Any
+    ) -> None:
+        """Insert ``middleware`` just before ``before`` (at the end if it isn't there)."""
+        self.remove(middleware)
+        for index, entry in enumerate(self._entries):
+            if entry[0] is before:
+                self._entries.insert(index, (middleware, args, kwargs))
+                return
+        self._entries.append((middleware, args, kwargs))
+
+    def remove(self, middleware: type[Any]) -> None:
+        self._entries = [entry for entry in self._entries if entry[0] is not middleware]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __contains__(self, middleware: object) -> bool:
+        return any(entry[0] is middleware for entry in self._entries)
+
+    def __iter__(self) -> Iterator[type[Any]]:
+        return iter([entry[0] for entry in self._entries])
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def copy(self) -> Chain:
+        clone = Chain()
+        clone._entries = list(self._entries)
+        return clone
+
+    def invoke(self, *call_args: Any, final: Callable[[], None]) -> bool:
+        """Run the chain around ``final``; True if ``final`` was reached."""
+        if not self._entries:
+            final()
+            return True
+        reached = False
+        instances = [cls(*args, **kwargs) for cls, args, kwargs in self._entries]
+
+        def step(index: int) -> None:
+            nonlocal reached
+            if index == len(instances):
+                reached = True
+                final()
+            else:
+                instances[index](*call_args, lambda: step(index + 1))
+
+        step(0)
+        return reached

