@@ -99,6 +99,8 @@ def expand_queues(specs: Iterable[Any], option: str = "queues") -> list[str]:
     """
     if isinstance(specs, str):
         specs = [specs]
+    if not isinstance(specs, list | tuple):
+        raise ConfigError(f"{option} must be a list of queue names, got {specs!r}")
     queues: list[str] = []
     for spec in specs:
         if isinstance(spec, list | tuple) and spec:
@@ -135,7 +137,7 @@ def _chain(name: str, value: Any) -> Chain:
 # option -> (default factory, validator); the single source of truth for names and defaults
 _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "concurrency": (lambda: 10, _positive_int),
-    "queues": (lambda: ["default"], expand_queues),
+    "queues": (lambda: ["default"], lambda name, value: expand_queues(value, name)),
     "redis_url": (lambda: None, _optional_str),
     "redis_socket_timeout": (lambda: 5.0, _positive_number),
     "fetch": (lambda: "reliable", _fetch),

@@ -47,6 +47,15 @@ def expand_environment(text: str, environ: Mapping[str, str] | None = None) -> s
     return _VARIABLE.sub(replace, text)
 
 
+def _from_ruby(key: str, value: Any) -> Any:
+    """Values as a Ruby config file writes them: ``:basic`` symbols, numeric strings."""
+    if isinstance(value, str) and value.startswith(":") and key in ("fetch", "log_level"):
+        return value[1:]
+    if key == "concurrency" and isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read the file into ``{option: value}``; unknown keys are logged and left out."""
     file = Path(path)
@@ -67,7 +76,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     for raw_key, value in data.items():
         key = str(raw_key).lstrip(":")
         if key in OPTION_NAMES or key in EXTRA_KEYS:
-            options[key] = value
+            options[key] = _from_ruby(key, value)
         else:
             logger.warning("config file %s: unknown key %r ignored", file, raw_key)
     return options

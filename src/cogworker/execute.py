@@ -4,7 +4,6 @@ server middleware. Shared by the processor threads and the inline testing mode.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -15,26 +14,40 @@ from cogworker.middleware import Chain
 from cogworker.wire import Payload
 
 RunCoroutine = Callable[[Coroutine[Any, Any, Any]], Any]
+OnError = Callable[[type[Job] | None, BaseException], None]
+
+
+def _asyncio_run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    import asyncio  # only jobs with ``async def perform`` pay for importing asyncio
+
+    return asyncio.run(coroutine)
 
 
 def build_worker(job: Payload) -> tuple[Job | None, BaseException | None]:
     """An instance of the job's class with its jid set, or the error resolving it."""
     try:
         job_class = registry.resolve(str(job.get("class")))
-    except registry.UnknownJobError as error:
+        worker = job_class()
+    except Exception as error:
         return None, error
-    worker = job_class()
     worker.jid = str(job.get("jid", ""))
     return worker, None
 
 
 def execute(
-    chain: Chain, job: Payload, queue: str, run_coroutine: RunCoroutine = asyncio.run
+    chain: Chain,
+    job: Payload,
+    queue: str,
+    *,
+    run_coroutine: RunCoroutine = _asyncio_run,
+    on_error: OnError | None = None,
 ) -> None:
-    """Run ``job`` through ``chain``; an unknown class fails inside the chain, like Ruby.
+    """Run ``job`` through ``chain``; raises what the job (or a middleware) raised.
 
-    ``run_coroutine`` runs an ``async def perform``; a processor thread passes its own loop's
-    ``run_until_complete`` so one loop serves every job of the thread.
+    An unknown class fails inside the chain, with ``worker`` None, like any other failure.
+    ``on_error`` is called inside the chain when ``perform`` raises, so the failure decision
+    is made before the middleware sees the exception. ``run_coroutine`` runs an ``async def
+    perform``; a processor thread passes its own event loop.
     """
     worker, error = build_worker(job)
     args = job.get("args")
@@ -43,9 +56,14 @@ def execute(
 
     def perform() -> None:
         if worker is None:
-            raise error or registry.UnknownJobError(job.get("class"))
-        result = worker.perform(*args)  # type: ignore[attr-defined]
-        if inspect.iscoroutine(result):
-            run_coroutine(result)
+            raise error or registry.UnknownJobError(f"unknown job class {job.get('class')!r}")
+        try:
+            result = worker.perform(*args)  # type: ignore[attr-defined]
+            if inspect.iscoroutine(result):
+                run_coroutine(result)
+        except BaseException as failure:
+            if on_error is not None:
+                on_error(type(worker), failure)
+            raise
 
     chain.invoke(worker, job, queue, final=perform)

@@ -55,6 +55,8 @@ class Performer(Protocol[P]):
 
 
 def _check_options(owner: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The given options without unset (None) ones; raises ValueError naming a bad one."""
+    options = {key: value for key, value in options.items() if value is not None}
     queue = options.get("queue")
     if "queue" in options and (not isinstance(queue, str) or not queue):
         raise ValueError(f"{owner}: queue must be a non-empty string, got {queue!r}")
@@ -66,7 +68,7 @@ def _check_options(owner: str, options: dict[str, Any]) -> dict[str, Any]:
     unique = options.get("unique")
     if unique is not None and unique != "until_executed":
         raise ValueError(f"{owner}: unique must be 'until_executed' or None, got {unique!r}")
-    return {key: value for key, value in options.items() if value is not None or key == "retry"}
+    return options
 
 
 def _epoch(when: datetime | float | int) -> float:
@@ -148,7 +150,14 @@ class Enqueuer(Generic[P]):
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]]) -> list[str | None]:
         """Enqueue one job per argument list, in round trips of up to 1,000 jobs."""
-        items = [self.item(args) for args in args_list]
+        items = []
+        for args in args_list:
+            if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+                raise TypeError(
+                    f"{self._job_class.name}.perform_bulk takes a list of argument lists, "
+                    f"got {args!r} as one of them"
+                )
+            items.append(self.item(args))
         return self._client_or_default().push_bulk(items)
 
 

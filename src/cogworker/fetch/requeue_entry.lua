@@ -1,0 +1,12 @@
+--#include retake_lock.lua
+-- Basic fetch, shutdown: put an in-flight job (from the workers hash) back on its queue and,
+-- for a cron run, re-take its running lock in the same step.
+-- KEYS[1]  the queue key
+-- KEYS[2]  the job's periodic running lock, or the queue key again when there is none
+-- ARGV     payload JSON, "1" to re-take the lock else "0", jid, lock TTL
+-- Returns  1
+redis.call("RPUSH", KEYS[1], ARGV[1])
+if ARGV[2] == "1" then
+  retake_running_lock(KEYS[2], ARGV[3], ARGV[4])
+end
+return 1

@@ -1,0 +1,137 @@
+--#include requeue_job.lua
+-- Requeue a process's in-progress list: a dead process's (orphan recovery) or our own at
+-- shutdown. The liveness verdict and the requeue happen in this one step, so a process that
+-- beats meanwhile can't have its running jobs taken.
+-- KEYS[1]  cogworker:inprogress:<owner>       KEYS[2]  cogworker:process:<owner>
+-- KEYS[3]  cogworker:last_beat                KEYS[4]  cogworker:repeat_orphans
+-- KEYS[5]  cogworker:dead                     KEYS[6]  cogworker:queues
+-- KEYS[7]  cogworker:live_queues
+-- ARGV[1]  queue prefix   ARGV[2] default queue   ARGV[3] running-lock prefix   ARGV[4] lock TTL
+-- ARGV[5]  owner identity
+-- ARGV[6]  orphan threshold in seconds, or "" to requeue unconditionally (own shutdown)
+-- ARGV[7]  caller's epoch seconds (used when TIME is refused)
+-- ARGV[8]  orphan counter prefix   ARGV[9] counter TTL   ARGV[10] max orphanings
+-- ARGV[11..] "d:<raw>" already finished, drop it; "k:<raw>" keep it on the list
+-- Returns  {-1, 0, 0} when the owner is alive, else
+--          {moved, failed, n_unlisted, unlisted queue names..., raws buried straight into dead...}
+if redis.replicate_commands then
+  pcall(redis.replicate_commands)
+end
+
+local function redis_now()
+  local ok, time = pcall(redis.call, "TIME")
+  if ok then
+    return tonumber(time[1])
+  end
+  return tonumber(ARGV[7])
+end
+
+local recovering = ARGV[6] ~= ""
+if recovering then
+  if redis.call("EXISTS", KEYS[2]) == 1 then
+    return {-1, 0, 0}
+  end
+  local last = tonumber(redis.call("HGET", KEYS[3], ARGV[5]) or "")
+  if last and redis_now() - last <= tonumber(ARGV[6]) then
+    return {-1, 0, 0}
+  end
+end
+
+local finished, keep = {}, {}
+for i = 11, #ARGV do
+  local mark, raw = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
+  if mark == "d:" then
+    finished[raw] = true
+  elseif mark == "k:" then
+    keep[raw] = true
+  end
+end
+
+local clock = redis_now()
+local moved, failed = 0, 0
+local kept, unlisted, unlisted_seen, buried = {}, {}, {}, {}
+local n = redis.call("LLEN", KEYS[1])
+for _ = 1, n do
+  local raw = redis.call("LINDEX", KEYS[1], 0)
+  if not raw then
+    break
+  end
+  local ok, job = pcall(cjson.decode, raw)
+  local jid = nil
+  if ok and type(job) == "table" and type(job.jid) == "string" then
+    jid = job.jid
+  end
+  if finished[raw] then
+    redis.call("LPOP", KEYS[1])
+    if jid then
+      pcall(redis.call, "DEL", ARGV[8] .. jid)
+    end
+  elseif keep[raw] then
+    redis.call("LPOP", KEYS[1])
+    kept[#kept + 1] = raw
+  else
+    local counter = nil
+    local parked, written, queue = false, false, nil
+    if recovering and jid then
+      counter = ARGV[8] .. jid
+      local got, current = pcall(redis.call, "GET", counter)
+      local count = nil
+      if got and current then
+        count = tonumber(current)
+        if not count then
+          pcall(redis.call, "DEL", counter)
+        end
+      elseif not got then
+        pcall(redis.call, "DEL", counter)
+      end
+      count = (count or 0) + 1
+      if count > tonumber(ARGV[10]) then
+        parked = pcall(redis.call, "RPUSH", KEYS[4], raw)
+        if not parked then
+          parked = pcall(redis.call, "ZADD", KEYS[5], ARGV[7], raw)
+          if parked then
+            buried[#buried + 1] = raw
+          end
+        end
+      end
+    end
+    if not parked then
+      local done, result = pcall(requeue_job, raw, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+      written = done
+      if done then
+        queue = result
+      end
+    end
+    if written and queue and not unlisted_seen[queue] then
+      local seen_ok, seen = pcall(redis.call, "ZSCORE", KEYS[7], queue)
+      if not seen_ok or not seen or tonumber(seen) < clock - 120 then
+        pcall(redis.call, "SADD", KEYS[6], queue)
+        unlisted_seen[queue] = true
+        unlisted[#unlisted + 1] = queue
+      end
+    end
+    redis.call("LPOP", KEYS[1])
+    if written or parked then
+      if counter then
+        pcall(redis.call, "INCR", counter)
+        pcall(redis.call, "EXPIRE", counter, ARGV[9])
+      end
+      moved = moved + 1
+    else
+      redis.call("RPUSH", KEYS[1], raw)
+      failed = failed + 1
+    end
+  end
+end
+for _, raw in ipairs(kept) do
+  redis.call("RPUSH", KEYS[1], raw)
+end
+
+local result = {moved, failed, #unlisted}
+for _, queue in ipairs(unlisted) do
+  result[#result + 1] = queue
+end
+for _, raw in ipairs(buried) do
+  result[#result + 1] = raw
+end
+return result

@@ -1,0 +1,251 @@
+"""The heartbeat: this process's presence in Redis, and its ear for remote commands.
+
+Every ``heartbeat_interval`` (5 s) it writes the presence hash ``cogworker:process:<identity>``
+(TTL 60 s; the one write a beat must make), registers the process and its queues, stamps its
+last beat on Redis's clock (orphan recovery judges death by it), keeps running cron locks
+alive and retries deferred lock releases. A second thread subscribes to
+``cogworker:signal:<identity>`` for ``quiet``, ``resume`` and ``stop``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+
+from cogworker import connection, keys, locks, redis_errors, wire
+from cogworker.fetch.reliable import RETAKE
+from cogworker.identity import hostname
+
+if TYPE_CHECKING:
+    from cogworker.config import Config
+    from cogworker.worker.manager import Manager
+
+logger = logging.getLogger("cogworker")
+
+PRESENCE_TTL = 60
+STARTUP_RETRY_INTERVAL = 1.0
+LIVE_QUEUES_WINDOW = 86_400
+SIGNALS = ("quiet", "resume", "stop")
+
+
+def rss_kb() -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def active_ttl(config: Config) -> int:
+    """TTL of a running cron lock while its job performs: outlives orphan recovery."""
+    return math.ceil(config.orphan_threshold + 60 + 60)
+
+
+def redis_now(client: redis.Redis) -> int:
+    """Redis's clock in whole seconds, or the host's when TIME is refused (ACL, proxy)."""
+    try:
+        seconds, _ = client.time()
+        return int(seconds)
+    except redis.ResponseError:
+        return int(time.time())
+
+
+class Heartbeat:
+    def __init__(self, config: Config, manager: Manager, on_signal: Callable[[str], None]) -> None:
+        self.config = config
+        self.manager = manager
+        self.identity = manager.identity
+        self._client = config.redis()
+        self._on_signal = on_signal
+        self._stopping = threading.Event()
+        self._started_at: float | None = None
+        self.beat_failed = False
+        self._beat_thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
+        self._listen_thread = threading.Thread(target=self._listen, name="signals", daemon=True)
+        self._pubsub_client: redis.Redis | None = None
+        self.subscribed = threading.Event()
+
+    # -- start / stop ------------------------------------------------------------------------
+
+    def start(self, abort_if: Callable[[], bool]) -> bool:
+        """Beat until one succeeds (1 s apart); False if ``abort_if()`` turned true first."""
+        while True:
+            if self.beat():
+                break
+            if abort_if():
+                return False
+            time.sleep(STARTUP_RETRY_INTERVAL)
+            if abort_if():
+                return False
+        self._beat_thread.start()
+        self._listen_thread.start()
+        return True
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._listen_thread.is_alive():
+            self._listen_thread.join(2.0)
+        if self._pubsub_client is not None:
+            self._pubsub_client.close()
+        self.clean_up()
+
+    def clean_up(self) -> None:
+        """Remove this process's presence (clean shutdown); errors are only logged."""
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.delete(keys.process(self.identity), keys.workers(self.identity))
+            pipe.srem(keys.PROCESSES, self.identity)
+            pipe.llen(keys.inprogress(self.identity))
+            *_, listed = pipe.execute()
+            if listed == 0:
+                pipe = self._client.pipeline(transaction=False)
+                pipe.srem(keys.INPROGRESS_IDENTITIES, self.identity)
+                pipe.hdel(keys.LAST_BEAT, self.identity)
+                pipe.execute()
+        except redis.RedisError as error:
+            logger.error("Heartbeat: couldn't remove presence: %s", error)
+
+    # -- beating -----------------------------------------------------------------------------
+
+    def _beat_loop(self) -> None:
+        while not self._stopping.wait(self.config.heartbeat_interval):
+            self.beat()
+
+    def beat(self) -> bool:
+        try:
+            self._beat()
+        except Exception as error:
+            self.beat_failed = True
+            redis_errors.reporter.report("Heartbeat", error)
+            return False
+        previous_failed, self.beat_failed = self.beat_failed, False
+        redis_errors.reporter.recovered("Heartbeat")
+        self._keep_locks_alive(retake=previous_failed)
+        try:
+            locks.deferred.retry_all(self._client)
+        except redis.RedisError as error:
+            redis_errors.reporter.report("Deferred releases", error)
+        return True
+
+    def _info(self) -> str:
+        if self._started_at is None:
+            self._started_at = wire.now()
+        return wire.dumps(
+            {
+                "hostname": hostname(),
+                "pid": os.getpid(),
+                "concurrency": self.config.concurrency,
+                "queues": self.config.queues,
+                "started_at": self._started_at,
+                "rss_kb": rss_kb(),
+                "tag": self.config.tag,
+                "identity": self.identity,
+            }
+        )
+
+    def _beat(self) -> None:
+        manager = self.manager
+        reliable = manager.fetch().mode == "reliable"
+        presence = keys.process(self.identity)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hset(
+            presence,
+            mapping={
+                "info": self._info(),
+                "busy": str(manager.busy),
+                "quiet": "true" if manager.quiet else "false",
+            },
+        )
+        pipe.expire(presence, PRESENCE_TTL)
+        pipe.execute()
+        now = redis_now(self._client)
+        queues = list(dict.fromkeys(self.config.queues))
+        writes: list[tuple[str, Callable[[redis.client.Pipeline], object]]] = [
+            ("process registry", lambda p: p.sadd(keys.PROCESSES, self.identity)),
+            ("queue registry", lambda p: p.sadd(keys.QUEUES, *queues)),
+            ("live queues", lambda p: p.zadd(keys.LIVE_QUEUES, dict.fromkeys(queues, now))),
+            (
+                "live queues trim",
+                lambda p: p.zremrangebyscore(keys.LIVE_QUEUES, "-inf", now - LIVE_QUEUES_WINDOW),
+            ),
+            ("workers expiry", lambda p: p.expire(keys.workers(self.identity), PRESENCE_TTL)),
+        ]
+        if reliable:
+            writes += [
+                (
+                    "in-progress registry",
+                    lambda p: p.sadd(keys.INPROGRESS_IDENTITIES, self.identity),
+                ),
+                ("last beat", lambda p: p.hset(keys.LAST_BEAT, self.identity, str(now))),
+            ]
+        pipe = self._client.pipeline(transaction=False)
+        for _, queue_write in writes:
+            queue_write(pipe)
+        replies = pipe.execute(raise_on_error=False)
+        for (what, _), reply in zip(writes, replies, strict=True):
+            if isinstance(reply, Exception):
+                if redis_errors.is_unavailable(reply):
+                    raise reply
+                logger.error("Heartbeat: %s not written: %s", what, reply)
+
+    def _keep_locks_alive(self, *, retake: bool) -> None:
+        ttl = active_ttl(self.config)
+        for raw in self.manager.performing():
+            try:
+                job = wire.loads(raw)
+                pjid = job.get("periodic_pjid") if isinstance(job, dict) else None
+                jid = job.get("jid") if isinstance(job, dict) else None
+                if not isinstance(pjid, str) or not isinstance(jid, str):
+                    continue
+                lock = keys.periodic_running(pjid)
+                if retake and job.get("periodic_until_executed") is True:
+                    RETAKE(self._client, [lock], [jid, ttl])
+                else:
+                    locks.expire_if_owned(self._client, lock, jid, ttl)
+            except (ValueError, redis.RedisError) as error:
+                logger.error(
+                    "Heartbeat: couldn't refresh the cron lock of %s: %s", raw[:100], error
+                )
+
+    # -- remote commands ---------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        channel = keys.signal_channel(self.identity)
+        while not self._stopping.is_set():
+            try:
+                client = connection.connect(
+                    self.config.redis_url, max_connections=1, socket_timeout=5.0
+                )
+                self._pubsub_client = client
+                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+                pubsub.subscribe(channel)
+                redis_errors.reporter.recovered("Signals")
+                self.subscribed.set()
+                while not self._stopping.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message and message.get("type") == "message":
+                        self._handle(str(message.get("data")))
+                pubsub.close()
+            except Exception as error:
+                self.subscribed.clear()
+                if self._stopping.is_set():
+                    return
+                redis_errors.reporter.report("Signals", error)
+                self._stopping.wait(1.0)
+
+    def _handle(self, message: str) -> None:
+        if message in SIGNALS:
+            logger.info("Received remote %s, identity=%s", message, self.identity)
+            self._on_signal(message)
+        else:
+            logger.warning("Unknown signal message: %s", message)

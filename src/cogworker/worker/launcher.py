@@ -1,0 +1,126 @@
+"""The Launcher: boots one worker process's threads in order and stops them in order.
+
+Boot: a first heartbeat that succeeds (retried every second while Redis is unreachable; a
+TERM during that wait ends the process with nothing started), then the processors and the
+scheduler. Then it waits for signals: TSTP quiets (running jobs finish, nothing new starts),
+TERM / INT stop gracefully (up to ``shutdown_timeout`` for running jobs, the rest is handed
+back to its queue), and so do the remote ``quiet`` / ``resume`` / ``stop`` commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from urllib.parse import urlsplit
+
+import redis
+
+from cogworker import __version__, connection, locks, redis_errors
+from cogworker.config import Config
+from cogworker.identity import new_identity
+from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.manager import Manager
+from cogworker.worker.scheduler import Scheduler
+
+logger = logging.getLogger("cogworker")
+
+_SIGNALS = {"SIGTSTP": "quiet", "SIGTERM": "stop", "SIGINT": "stop"}
+
+
+def redis_target(url: str | None) -> str:
+    """The Redis URL without credentials, for logs."""
+    parts = urlsplit(connection.resolve_url(url))
+    host = parts.hostname or "localhost"
+    port = parts.port or 6379
+    path = parts.path.lstrip("/") or "0"
+    return f"{parts.scheme}://{host}:{port}/{path}" if parts.scheme != "unix" else parts.path
+
+
+class Launcher:
+    def __init__(self, config: Config) -> None:
+        # no Redis I/O in constructors
+        self.config = config
+        self.identity = new_identity()
+        self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.manager = Manager(config, self.identity)
+        self.heartbeat = Heartbeat(config, self.manager, self.signals.put)
+        self.scheduler = Scheduler(self.manager)
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+
+    def install_signal_handlers(self) -> None:
+        for name, action in _SIGNALS.items():
+            number = getattr(signal, name, None)
+            if number is not None:
+                signal.signal(number, self._trap(action))
+
+    def _trap(self, action: str) -> Callable[[int, FrameType | None], None]:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.signals.put(action)
+
+        return handler
+
+    def _next_signal(self, timeout: float | None = None) -> str | None:
+        try:
+            # a timeout keeps the main thread responsive to OS signals
+            return self.signals.get(timeout=0.5 if timeout is None else timeout)
+        except queue.Empty:
+            return None
+
+    def run(self) -> None:
+        """Boot, then handle signals until told to stop; returns once stopped."""
+        if not self._boot():
+            return
+        logger.info(
+            "cogworker %s started, identity=%s concurrency=%d queues=%s redis=%s",
+            __version__,
+            self.identity,
+            self.config.concurrency,
+            ",".join(self.config.queues),
+            redis_target(self.config.redis_url),
+        )
+        self.started.set()
+        while True:
+            action = self._next_signal()
+            if action is None:
+                continue
+            if action == "quiet":
+                logger.info("Received quiet signal, identity=%s", self.identity)
+                self.manager.set_quiet(True)
+            elif action == "resume":
+                logger.info("Received resume signal, identity=%s", self.identity)
+                self.manager.set_quiet(False)
+            elif action == "stop":
+                logger.info("Received stop signal, identity=%s", self.identity)
+                break
+            else:
+                logger.warning("Received unknown signal %r", action)
+        self.stop()
+
+    def _boot(self) -> bool:
+        while not self.heartbeat.start(abort_if=lambda: not self.signals.empty()):
+            action = self._next_signal(0)
+            if action == "stop":
+                logger.info("Received stop signal before startup completed")
+                self.stopped.set()
+                return False
+            if action == "quiet":
+                self.manager.set_quiet(True)
+        self.manager.start()
+        self.scheduler.start()
+        return True
+
+    def stop(self) -> None:
+        self.manager.stop()
+        try:
+            locks.deferred.retry_all(self.manager.client)
+        except redis.RedisError as error:
+            redis_errors.reporter.report("Deferred releases", error)
+        self.scheduler.stop()
+        self.heartbeat.stop()
+        logger.info("cogworker stopped, identity=%s", self.identity)
+        self.stopped.set()

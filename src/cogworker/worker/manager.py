@@ -1,0 +1,339 @@
+"""The Manager: a pool of processor threads fed by one fetcher thread.
+
+The fetcher thread waits until some processors are idle, takes that many jobs in one call
+(blocking server-side when the queues are empty) and hands one to each. Jobs are therefore
+moved into this process's in-progress list only when a thread is free to run them.
+
+The Manager also keeps the in-memory records the rest of the process relies on: which raw
+payloads are running (reconcile), which are inside ``perform`` (the heartbeat keeps their cron
+locks alive), and settlements that failed and wait to be retried.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import redis
+
+from cogworker import failure, redis_errors, registry, wire
+from cogworker.config import Config
+from cogworker.fetch import Fetch, UnsupportedError, Work
+from cogworker.fetch.basic import BasicFetch
+from cogworker.fetch.reliable import ReliableFetch, jid_of, supported
+from cogworker.wire import Payload
+from cogworker.worker.bookkeeper import ACK_ATTEMPTS, Bookkeeper
+from cogworker.worker.processor import Processor
+
+logger = logging.getLogger("cogworker")
+
+QUIET_PAUSE = 0.5
+FETCH_ERROR_PAUSE = 1.0
+Settlement = str | tuple[str, float, str]  # "ack" or (target set, score, payload)
+
+
+class Manager:
+    def __init__(self, config: Config, identity: str) -> None:
+        # no Redis I/O here: a manager may be built before a fork or while Redis is down
+        self.config = config
+        self.identity = identity
+        self.client = config.redis()
+        self.stopping = threading.Event()
+        self.idle: queue.SimpleQueue[Processor | None] = queue.SimpleQueue()
+        self.processors = [Processor(self, index) for index in range(config.concurrency)]
+        self.bookkeeper = Bookkeeper(
+            self.client, identity, self.fetch, self.job_finished, self._ack_failed
+        )
+        self._quiet = threading.Event()
+        self._fetch: Fetch | None = None
+        self._fetch_lock = threading.Lock()
+        self._records_lock = threading.Lock()
+        self._running: Counter[str] = Counter()
+        self._performing: Counter[str] = Counter()
+        self._pending: dict[str, Settlement] = {}
+        self._busy = 0
+        self._fetcher = threading.Thread(target=self._dispatch, name="fetcher", daemon=True)
+
+    # -- fetch strategy ----------------------------------------------------------------------
+
+    def fetch(self) -> Fetch:
+        """The fetch strategy, decided on first use (a Redis < 6.2 gets basic fetch)."""
+        current = self._fetch
+        if current is not None:
+            return current
+        with self._fetch_lock:
+            if self._fetch is None:
+                self._fetch = self._build_fetch()
+            return self._fetch
+
+    def _build_fetch(self) -> Fetch:
+        if self.config.fetch == "reliable":
+            if supported(self.client):  # a connection error propagates: decide later
+                return ReliableFetch(self.config, self.identity, self.stopping)
+            logger.warning(
+                "config.fetch = reliable needs Redis >= 6.2; falling back to basic "
+                "(a job is lost if its process dies mid-job)"
+            )
+        return BasicFetch(self.config, self.identity, self.stopping)
+
+    def fall_back_to_basic(self, error: BaseException) -> None:
+        with self._fetch_lock:
+            if self._fetch is not None and self._fetch.mode == "basic":
+                return
+            logger.warning(
+                "config.fetch = reliable isn't supported by this Redis (%s); falling back to "
+                "basic (a job is lost if its process dies mid-job)",
+                str(error)[:120],
+            )
+            old, self._fetch = self._fetch, BasicFetch(self.config, self.identity, self.stopping)
+        if old is not None:
+            old.close()
+
+    @property
+    def fetch_mode(self) -> str | None:
+        return self._fetch.mode if self._fetch is not None else None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.bookkeeper.start()
+        for processor in self.processors:
+            processor.start()
+        self._fetcher.start()
+
+    @property
+    def quiet(self) -> bool:
+        return self._quiet.is_set()
+
+    def set_quiet(self, quiet: bool) -> None:
+        """Stop (or resume) taking jobs; running ones finish. Stopping can't be undone."""
+        if quiet:
+            self._quiet.set()
+            if self._fetch is not None:
+                self._fetch.wake()
+        elif not self.stopping.is_set():
+            self._quiet.clear()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop fetching, wait up to ``timeout`` for running jobs, hand back the rest."""
+        timeout = self.config.shutdown_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        self._quiet.set()
+        self.stopping.set()
+        self.idle.put(None)
+        self._join_fetcher()
+        for processor in self.processors:
+            processor.mailbox.put(None)
+        for processor in self.processors:
+            processor.thread.join(max(deadline - time.monotonic(), 0))
+        self.bookkeeper.flush()
+        try:
+            self._requeue_unfinished()
+        except Exception as error:
+            logger.error("Requeueing unfinished jobs failed: %s", error)
+        self.bookkeeper.stop()
+        if self._fetch is not None:
+            self._fetch.close()
+
+    def _join_fetcher(self) -> None:
+        if not self._fetcher.is_alive():
+            return
+        # the fetcher may be about to block when the first wake-up is sent: keep waking it
+        give_up = time.monotonic() + 30
+        while self._fetcher.is_alive() and time.monotonic() < give_up:
+            if self._fetch is not None:
+                self._fetch.wake()
+            self._fetcher.join(0.05)
+
+    def _requeue_unfinished(self) -> None:
+        fetch = self._fetch
+        if fetch is None:
+            return
+        keep: list[str] = []
+        if fetch.mode == "reliable":
+            from cogworker.worker import recovery
+
+            recovery.settle_pending(self)
+            keep = recovery.park_unsettled(self)
+        with self._records_lock:
+            finished = [raw for raw, how in self._pending.items() if how == "ack"]
+        count = fetch.requeue_in_progress(self.identity, finished=finished, keep=keep)
+        for raw in finished:
+            self.settled(raw)
+        if count > 0:
+            logger.warning("requeued %d job(s) unfinished at shutdown", count)
+
+    # -- the fetcher thread ------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        idle: list[Processor] = []
+        while not self.stopping.is_set():
+            if not idle:
+                waiting = self.idle.get()
+                if waiting is None:
+                    break
+                idle.append(waiting)
+            while True:
+                try:
+                    more = self.idle.get_nowait()
+                except queue.Empty:
+                    break
+                if more is not None:
+                    idle.append(more)
+            if self._quiet.is_set():
+                self.stopping.wait(QUIET_PAUSE)
+                continue
+            works = self._retrieve(len(idle))
+            if self._quiet.is_set():
+                for work in works:  # quieted or stopping while we waited: don't start them
+                    self._give_back(work)
+                continue
+            for work in works:
+                self.job_started(work.raw)
+                idle.pop().mailbox.put(work)
+
+    def _retrieve(self, wanted: int) -> list[Work]:
+        try:
+            works = self.fetch().retrieve(wanted)
+        except UnsupportedError as error:
+            self.fall_back_to_basic(error)
+            return []
+        except Exception as error:
+            redis_errors.reporter.report("Fetch", error)
+            self.stopping.wait(FETCH_ERROR_PAUSE)
+            return []
+        redis_errors.reporter.recovered("Fetch")
+        return works
+
+    def _give_back(self, work: Work) -> None:
+        try:
+            self.fetch().give_back(work)
+        except redis.RedisError as error:
+            logger.error(
+                "couldn't hand back jid=%s (left in progress): %s", jid_of(work.raw), error
+            )
+
+    # -- in-memory records -------------------------------------------------------------------
+
+    def change_busy(self, delta: int) -> None:
+        with self._records_lock:
+            self._busy += delta
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def job_started(self, raw: str) -> None:
+        with self._records_lock:
+            self._running[raw] += 1
+            self._performing[raw] += 1
+
+    def job_performed(self, raw: str) -> None:
+        """``perform`` returned: the heartbeat stops keeping the job's cron lock alive."""
+        with self._records_lock:
+            self._decrement(self._performing, raw)
+
+    def job_finished(self, raw: str) -> None:
+        with self._records_lock:
+            self._decrement(self._running, raw)
+
+    @staticmethod
+    def _decrement(counter: Counter[str], raw: str) -> None:
+        if counter[raw] <= 1:
+            counter.pop(raw, None)
+        else:
+            counter[raw] -= 1
+
+    def running(self) -> set[str]:
+        with self._records_lock:
+            return set(self._running)
+
+    def performing(self) -> set[str]:
+        with self._records_lock:
+            return set(self._performing)
+
+    def settle_later(self, raw: str, how: Settlement) -> None:
+        with self._records_lock:
+            self._pending[raw] = how
+
+    def settled(self, raw: str) -> None:
+        with self._records_lock:
+            self._pending.pop(raw, None)
+
+    def is_pending(self, raw: str) -> bool:
+        return raw in self._pending
+
+    def pending(self) -> dict[str, Settlement]:
+        with self._records_lock:
+            return dict(self._pending)
+
+    def remember_for_dead(self, raw: str, error: BaseException) -> None:
+        """The minimal dead entry reconcile will file for a job whose interrupt failed."""
+        job, _, _ = failure.parse_job(raw)
+        entry: Payload = (
+            dict(job)
+            if job is not None
+            else {"raw_payload": failure.scrub(raw, failure.MAX_RAW_PAYLOAD)}
+        )
+        entry.update(
+            {
+                "jid": jid_of(raw) if job is not None else wire.new_jid(),
+                "error_class": failure.error_class_name(error),
+                "error_message": failure.error_message(error),
+                "failed_at": wire.now(),
+            }
+        )
+        self.settle_later(raw, ("cogworker:dead", wire.now(), wire.dumps(entry)))
+
+    # -- settling helpers used by processors -------------------------------------------------
+
+    def acknowledge_now(self, work: Work) -> None:
+        """Acknowledge synchronously (before death hooks run), retrying like the bookkeeper."""
+        for attempt in range(1, ACK_ATTEMPTS + 1):
+            try:
+                self.fetch().acknowledge([work])
+                return
+            except redis.RedisError as error:
+                if attempt == ACK_ATTEMPTS:
+                    logger.error(
+                        "couldn't acknowledge finished job jid=%s after %d attempts (will "
+                        "retry; it may run again if this process stops first): %s",
+                        jid_of(work.raw),
+                        ACK_ATTEMPTS,
+                        error,
+                    )
+                    self.settle_later(work.raw, "ack")
+                    return
+                time.sleep(0.1 * attempt)
+
+    def _ack_failed(self, raw: str) -> None:
+        self.settle_later(raw, "ack")
+        self.job_finished(raw)
+
+    def run_death_hooks(self, entry: Payload, error: BaseException) -> None:
+        """The job class's ``retries_exhausted``, then each ``config.death_handlers``, isolated."""
+        hooks: list[tuple[str, Any]] = []
+        try:
+            job_class = registry.resolve(str(entry.get("class")))
+            hook = getattr(job_class, "retries_exhausted", None)
+            if hook is not None:
+                hooks.append(("retries_exhausted", hook))
+        except registry.UnknownJobError:
+            pass
+        hooks.extend(("death handler", handler) for handler in self.config.death_handlers)
+        for label, hook in hooks:
+            try:
+                failure.call_trimmed(hook, copy.deepcopy(entry), error)
+            except BaseException as hook_error:
+                logger.error(
+                    "%s failed for jid=%s: %s: %s",
+                    label,
+                    entry.get("jid"),
+                    type(hook_error).__name__,
+                    hook_error,
+                )

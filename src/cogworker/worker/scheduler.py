@@ -1,0 +1,145 @@
+"""The scheduler thread: due scheduled and retry jobs onto their queues, and the periodic
+housekeeping every process shares (orphan recovery, reconcile, key checks).
+
+Each step is guarded on its own: one failing never stops the others or the thread. The first
+orphan check runs at once at boot (the cron ticker waits for it), then every
+``orphan_check_interval``; after a lost connection the next one comes in 5 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+
+from cogworker import failure, keys, redis_errors, scripts, wire
+from cogworker.worker import recovery
+
+if TYPE_CHECKING:
+    from cogworker.worker.manager import Manager
+
+logger = logging.getLogger("cogworker")
+
+BATCH = 50
+DEFER_DELAY = 60
+RETRY_AFTER_LOST_CONNECTION = 5.0
+SETS = (keys.SCHEDULE, keys.RETRY)
+
+GRADUATE = scripts.load(__file__, "graduate")
+BURY_ENTRY = scripts.load(__file__, "bury_entry")
+
+
+def graduate_due(client: redis.Redis, source: str, now: float | None = None) -> int:
+    """Move due entries of ``source`` onto their queues; returns how many moved."""
+    moment = wire.now() if now is None else now
+    moved = 0
+    entries = client.zrangebyscore(source, "-inf", moment, start=0, num=BATCH)
+    for entry in [str(member) for member in entries]:
+        try:
+            moved += _graduate_one(client, source, entry)
+        except redis.RedisError as error:
+            logger.error(
+                "Graduating an entry of %s failed (deferred %ds): %s", source, DEFER_DELAY, error
+            )
+            try:
+                client.zadd(source, {entry: wire.now() + DEFER_DELAY}, xx=True)
+            except redis.RedisError as defer_error:
+                redis_errors.reporter.report("Scheduled poll", defer_error)
+    return moved
+
+
+def _graduate_one(client: redis.Redis, source: str, entry: str) -> int:
+    job, _, _ = failure.parse_job(entry)
+    queue = job.get("queue") if job is not None else None
+    if job is None or not isinstance(queue, str) or not queue:
+        message = f"not a job (JSON object with a queue) in {source}"
+        wrapper = failure.unparseable_job(entry, None, "TypeError", message)
+        if BURY_ENTRY(
+            client,
+            [source, keys.DEAD, keys.STATS_FAILED],
+            [entry, wrapper["failed_at"], wire.dumps(wrapper)],
+        ):
+            bucket = keys.throughput(int(time.time()) // 3600)
+            pipe = client.pipeline(transaction=False)
+            pipe.hincrby(bucket, "failed", 1)
+            pipe.expire(bucket, 90_000)
+            pipe.execute()
+            logger.error("unparseable entry in %s moved to dead: %s", source, entry[:200])
+        return 0
+    job["enqueued_at"] = wire.now()
+    return int(
+        GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, wire.dumps(job)])
+    )
+
+
+class Scheduler:
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.config = manager.config
+        self.recovered_once = threading.Event()
+        self._stopping = threading.Event()
+        self._scanned = False
+        self._strays: set[str] = set()
+        self._next_orphan_check = 0.0
+        self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
+        self.key_check: Callable[[], object] | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.poll_once()
+            self._stopping.wait(self.config.poll_interval)
+
+    def poll_once(self) -> None:
+        if self.key_check is not None:
+            self._guarded("Key check", self.key_check)
+        if time.monotonic() >= self._next_orphan_check:
+            self._guarded("Orphan check", self.orphan_check)
+        if not self.manager.quiet:
+            for source in SETS:  # one unreadable set doesn't stop the other
+                self._guarded(
+                    "Scheduled poll",
+                    lambda s=source: graduate_due(  # type: ignore[misc]
+                        self.manager.client, s
+                    ),
+                )
+
+    def _guarded(self, site: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as error:
+            redis_errors.reporter.report(site, error)
+        else:
+            redis_errors.reporter.recovered(site)
+
+    def orphan_check(self) -> None:
+        self._next_orphan_check = time.monotonic() + self.config.orphan_check_interval
+        reliable = self.config.fetch == "reliable"
+        try:
+            report = recovery.recover_orphans(self.manager, scan=reliable and not self._scanned)
+        except redis.RedisError as error:
+            if redis_errors.is_unavailable(error):
+                self._next_orphan_check = time.monotonic() + RETRY_AFTER_LOST_CONNECTION
+            raise
+        if report.connection_lost:
+            self._next_orphan_check = time.monotonic() + RETRY_AFTER_LOST_CONNECTION
+            return
+        if self.manager.fetch_mode == "reliable":
+            self._guarded("Reconcile", self._reconcile)
+        if report.scanned:
+            self._scanned = True
+        if report.registry_read or report.scanned:
+            self.recovered_once.set()
+
+    def _reconcile(self) -> None:
+        self._strays = recovery.reconcile(self.manager, self._strays)
