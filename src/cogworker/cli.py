@@ -58,7 +58,9 @@ def load_app(target: str) -> None:
         importlib.import_module(target)
     except ModuleNotFoundError as error:
         if error.name and target.startswith(error.name):
-            raise AppLoadError(f"can't load app {target!r}: no module named {error.name!r}")
+            raise AppLoadError(
+                f"can't load app {target!r}: no module named {error.name!r}"
+            ) from None
         raise AppLoadError(f"loading {target!r} failed: {_describe(error)}") from error
     except Exception as error:
         raise AppLoadError(f"loading {target!r} failed: {_describe(error)}") from error
@@ -91,25 +93,53 @@ def _describe(error: BaseException) -> str:
 
 def _worker_options(function: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("-r", "--require", "app", metavar="MODULE_OR_FILE",
-                     help="App module (dotted name), .py file or package directory."),
-        click.option("-c", "--concurrency", type=click.IntRange(min=1),
-                     help="Processor threads (default 10)."),
-        click.option("-q", "--queue", "queues", multiple=True, metavar="NAME[,WEIGHT]",
-                     help="Queue to read, repeatable; a weight makes it be tried first more "
-                     "often."),
-        click.option("-t", "--timeout", type=click.FloatRange(min=0),
-                     help="Shutdown timeout in seconds (default 25)."),
-        click.option("-C", "--config", "config_path", type=click.Path(dir_okay=False),
-                     help="YAML config file."),
-        click.option("-L", "--logfile", type=click.Path(dir_okay=False),
-                     help="Append log lines to this file instead of stdout."),
+        click.option(
+            "-r",
+            "--require",
+            "app",
+            metavar="MODULE_OR_FILE",
+            help="App module (dotted name), .py file or package directory.",
+        ),
+        click.option(
+            "-c",
+            "--concurrency",
+            type=click.IntRange(min=1),
+            help="Processor threads (default 10).",
+        ),
+        click.option(
+            "-q",
+            "--queue",
+            "queues",
+            multiple=True,
+            metavar="NAME[,WEIGHT]",
+            help="Queue to read, repeatable; a weight makes it be tried first more often.",
+        ),
+        click.option(
+            "-t",
+            "--timeout",
+            type=click.FloatRange(min=0),
+            help="Shutdown timeout in seconds (default 25).",
+        ),
+        click.option(
+            "-C",
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            help="YAML config file.",
+        ),
+        click.option(
+            "-L",
+            "--logfile",
+            type=click.Path(dir_okay=False),
+            help="Append log lines to this file instead of stdout.",
+        ),
         click.option("-e", "--environment", help="Environment name (default development)."),
         click.option("--redis-url", help="Redis URL (default $REDIS_URL or localhost)."),
-        click.option("--log-level",
-                     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
-                                       case_sensitive=False),
-                     help="Log level (default INFO; per-job lines are INFO)."),
+        click.option(
+            "--log-level",
+            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+            help="Log level (default INFO; per-job lines are INFO).",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
@@ -169,7 +199,9 @@ def run_worker(app: str | None, logfile: str | None, **settings: Any) -> None:
 @_worker_options
 @click.version_option(__version__, "-V", "--version", prog_name="cogworker")
 @click.pass_context
-def main_group(ctx: click.Context, app: str | None, logfile: str | None, **settings: Any) -> None:
+def main_group(
+    ctx: click.Context, /, app: str | None, logfile: str | None, **settings: Any
+) -> None:
     """cogworker: reliable Redis-backed background jobs."""
     if ctx.invoked_subcommand is None:
         run_worker(app, logfile, **settings)

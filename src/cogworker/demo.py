@@ -74,8 +74,18 @@ def main(count: int = 20) -> int:
         print(f"demo: private redis-server {'.'.join(map(str, server.version))} at {server.url}")
         env = {**os.environ, "REDIS_URL": server.url, "PYTHONUNBUFFERED": "1"}
         worker = subprocess.Popen(
-            [sys.executable, "-m", "cogworker", "run", "-r", "cogworker.demo", "-c", "5",
-             "--log-level", "INFO"],
+            [
+                sys.executable,
+                "-m",
+                "cogworker",
+                "run",
+                "-r",
+                "cogworker.demo",
+                "-c",
+                "5",
+                "--log-level",
+                "INFO",
+            ],
             env=env,
         )
         try:
@@ -103,8 +113,9 @@ def _drive(server: RedisServer, worker: subprocess.Popen[bytes], count: int) -> 
     DoomedJob.perform_async()
     expected = count + 3  # the greetings, the delayed one, the report, flaky's success
     settled = _wait(
-        lambda: int(client.get(keys.STATS_PROCESSED) or 0) >= expected
-        and client.zcard(keys.DEAD) >= 1,
+        lambda: (
+            int(client.get(keys.STATS_PROCESSED) or 0) >= expected and client.zcard(keys.DEAD) >= 1
+        ),
         30,
     )
     processed = int(client.get(keys.STATS_PROCESSED) or 0)

@@ -76,19 +76,7 @@ def recover_orphans(manager: Manager, *, scan: bool) -> RecoveryReport:
     """Requeue the in-progress lists of dead processes, then file parked and unsettled jobs."""
     client = manager.client
     report = RecoveryReport()
-    candidates: set[str] = set()
-    try:
-        candidates.update(str(name) for name in client.smembers(keys.INPROGRESS_IDENTITIES))
-        report.registry_read = True
-    except redis.RedisError as error:
-        _note(report, "Orphan recovery", error)
-    if scan:
-        try:
-            for key in client.scan_iter(match=keys.INPROGRESS_PREFIX + "*", count=500):
-                candidates.add(key[len(keys.INPROGRESS_PREFIX) :])
-            report.scanned = True
-        except redis.RedisError as error:
-            _note(report, "Orphan recovery (scan)", error)
+    candidates = _candidates(client, report, scan=scan)
     for identity in sorted(candidates - {manager.identity}):
         try:
             moved = reliable_fetch.requeue_list(
@@ -115,6 +103,25 @@ def recover_orphans(manager: Manager, *, scan: bool) -> RecoveryReport:
     if not report.connection_lost:
         redis_errors.reporter.recovered("Orphan recovery")
     return report
+
+
+def _candidates(client: redis.Redis, report: RecoveryReport, *, scan: bool) -> set[str]:
+    """Identities that may own an in-progress list: the registry, plus a keyspace scan once
+    per reliable process (lists written by versions without the registry)."""
+    candidates: set[str] = set()
+    try:
+        candidates.update(str(name) for name in client.smembers(keys.INPROGRESS_IDENTITIES))
+        report.registry_read = True
+    except redis.RedisError as error:
+        _note(report, "Orphan recovery", error)
+    if scan:
+        try:
+            for key in client.scan_iter(match=keys.INPROGRESS_PREFIX + "*", count=500):
+                candidates.add(str(key)[len(keys.INPROGRESS_PREFIX) :])
+            report.scanned = True
+        except redis.RedisError as error:
+            _note(report, "Orphan recovery (scan)", error)
+    return candidates
 
 
 def _note(report: RecoveryReport, site: str, error: BaseException) -> None:
