@@ -99,7 +99,8 @@ class Bookkeeper:
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until everything handed over so far has been sent (tests, shutdown)."""

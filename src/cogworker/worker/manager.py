@@ -130,7 +130,8 @@ class Manager:
         for processor in self.processors:
             processor.mailbox.put(None)
         for processor in self.processors:
-            processor.thread.join(max(deadline - time.monotonic(), 0))
+            if processor.thread.is_alive():
+                processor.thread.join(max(deadline - time.monotonic(), 0))
         self.bookkeeper.flush()
         try:
             self._requeue_unfinished()

@@ -45,6 +45,7 @@ class _Run:
 
     job: Payload | None = None
     ran: str | None = None  # "ack" or "interrupt" once perform has returned or raised
+    performed: bool = False
     error: BaseException | None = None
     decision: Decision | None = None
     death: tuple[Payload, BaseException] | None = None
@@ -98,7 +99,8 @@ class Processor:
         finally:
             self.busy = False
             manager.change_busy(-1)
-            manager.job_performed(work.raw)
+            if not run.performed:
+                manager.job_performed(work.raw)
         self._settle(work, run, disposition)
 
     def _execute(self, work: Work, run: _Run) -> str:
@@ -114,6 +116,7 @@ class Processor:
             started = time.monotonic()
             error = self._run_job(job, work.queue, run)
             self.manager.job_performed(work.raw)
+            run.performed = True
             run.ran = "interrupt" if error is not None else "ack"
             run.error = error
             if error is None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from cogworker import failure, keys, redis_errors, scripts, wire
-from cogworker.worker import recovery
+from cogworker.worker import key_guard, recovery
 
 if TYPE_CHECKING:
     from cogworker.worker.manager import Manager
@@ -86,7 +86,7 @@ class Scheduler:
         self._strays: set[str] = set()
         self._next_orphan_check = 0.0
         self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
-        self.key_check: Callable[[], object] | None = None
+        self._next_key_check = 0.0
 
     def start(self) -> None:
         self._thread.start()
@@ -101,8 +101,9 @@ class Scheduler:
             self._stopping.wait(self.config.poll_interval)
 
     def poll_once(self) -> None:
-        if self.key_check is not None:
-            self._guarded("Key check", self.key_check)
+        if time.monotonic() >= self._next_key_check:
+            self._next_key_check = time.monotonic() + self.config.orphan_check_interval
+            self._guarded("Key check", lambda: key_guard.check(self.manager.client, self.config))
         if time.monotonic() >= self._next_orphan_check:
             self._guarded("Orphan check", self.orphan_check)
         if not self.manager.quiet:
