@@ -28,7 +28,7 @@ from cogworker.config import Config
 
 logger = logging.getLogger("cogworker")
 
-PAUSED_CACHE_SECONDS = 2.0
+PAUSED_CACHE_SECONDS = 5.0
 NO_QUEUE_SLEEP = 2.0
 
 
@@ -71,7 +71,7 @@ class Fetch(Protocol):
 
 
 class PausedQueues:
-    """The names in ``cogworker:paused_queues``, re-read at most every 2 s."""
+    """The names in ``cogworker:paused_queues``, re-read at most every 5 s (idle load)."""
 
     def __init__(self, client: redis.Redis, ttl: float = PAUSED_CACHE_SECONDS) -> None:
         self._client = client

@@ -32,6 +32,7 @@ logger = logging.getLogger("cogworker")
 PRESENCE_TTL = 60
 STARTUP_RETRY_INTERVAL = 1.0
 LIVE_QUEUES_WINDOW = 86_400
+LIVE_QUEUES_TRIM_INTERVAL = 60.0
 SIGNALS = ("quiet", "resume", "stop")
 
 
@@ -70,6 +71,7 @@ class Heartbeat:
         self._stopping = threading.Event()
         self._started_at: float | None = None
         self.beat_failed = False
+        self._next_trim = 0.0
         self._beat_thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
         self._listen_thread = threading.Thread(target=self._listen, name="signals", daemon=True)
         self._pubsub_client: redis.Redis | None = None
@@ -174,12 +176,14 @@ class Heartbeat:
             ("process registry", lambda p: p.sadd(keys.PROCESSES, self.identity)),
             ("queue registry", lambda p: p.sadd(keys.QUEUES, *queues)),
             ("live queues", lambda p: p.zadd(keys.LIVE_QUEUES, dict.fromkeys(queues, now))),
-            (
-                "live queues trim",
-                lambda p: p.zremrangebyscore(keys.LIVE_QUEUES, "-inf", now - LIVE_QUEUES_WINDOW),
-            ),
             ("workers expiry", lambda p: p.expire(keys.workers(self.identity), PRESENCE_TTL)),
         ]
+        if time.monotonic() >= self._next_trim:  # entries live a day: once a minute will do
+            self._next_trim = time.monotonic() + LIVE_QUEUES_TRIM_INTERVAL
+            cutoff = now - LIVE_QUEUES_WINDOW
+            writes.append(
+                ("live queues trim", lambda p: p.zremrangebyscore(keys.LIVE_QUEUES, "-inf", cutoff))
+            )
         if reliable:
             writes += [
                 (
