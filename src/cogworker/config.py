@@ -200,7 +200,16 @@ class Config:
         object.__setattr__(self, "_redis_lock", threading.Lock())
         for name, (default, _) in _OPTIONS.items():
             object.__setattr__(self, name, default())
+        self._add_default_middleware()
         self.update(options)
+
+    def _add_default_middleware(self) -> None:
+        """The built-in middleware every config starts with (no-ops for jobs without the
+        markers they look for)."""
+        from cogworker.unique import UniqueLockMiddleware, UniqueReleaseMiddleware
+
+        self.client_middleware.add(UniqueLockMiddleware, self)
+        self.server_middleware.add(UniqueReleaseMiddleware, self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "server":

@@ -13,12 +13,15 @@ import hashlib
 import logging
 import math
 import threading
+from typing import TYPE_CHECKING
 
 import redis
 
 from cogworker import keys, redis_errors, scripts, wire
-from cogworker.config import Config
 from cogworker.wire import Payload
+
+if TYPE_CHECKING:
+    from cogworker.config import Config
 
 logger = logging.getLogger("cogworker")
 
@@ -93,17 +96,21 @@ deferred = DeferredReleases()
 """The process-wide table (reset in a forked child)."""
 
 
+def release_key(client: redis.Redis, key: str, owner: str) -> None:
+    """Owner-checked release of one lock; a failure is deferred, never raised."""
+    try:
+        delete_if_owned(client, key, owner)
+    except redis.RedisError as error:
+        redis_errors.reporter.report("Lock release", error)
+        deferred.add(key, owner)
+
+
 def release(client: redis.Redis, job: Payload) -> None:
-    """Release the job's locks (best-effort: a failure is deferred, never raised)."""
+    """Release every lock the job may own (best-effort: failures are deferred)."""
     jid = job.get("jid")
-    if not isinstance(jid, str):
-        return
-    for key in held_locks(job):
-        try:
-            delete_if_owned(client, key, jid)
-        except redis.RedisError as error:
-            redis_errors.reporter.report("Lock release", error)
-            deferred.add(key, jid)
+    if isinstance(jid, str):
+        for key in held_locks(job):
+            release_key(client, key, jid)
 
 
 def extend_for_retry(config: Config, client: redis.Redis, job: Payload, delay: float) -> None:

@@ -1,0 +1,78 @@
+"""Unique jobs: ``unique="until_executed"`` keeps a second identical job out while one waits.
+
+Identical means same class, queue and arguments: the lock key is
+``cogworker:unique:<sha1(class|queue|args-json)>``, the same digest a Ruby producer computes,
+so both deduplicate against each other. The lock holds the jid of the job that owns it; it is
+taken at push (a duplicate push returns None), kept while the job is queued, scheduled,
+retrying or running, extended over each retry, and released when the job succeeds or fails
+for good. Its TTL, ``unique_lock_ttl`` counted from the job's due time, is only a safety net.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+
+from cogworker import failure, keys, locks, wire
+from cogworker.wire import Payload
+
+if TYPE_CHECKING:
+    from cogworker.config import Config
+    from cogworker.job import Job
+
+
+class UniqueLockMiddleware:
+    """Client side: take the lock, or skip the push (``push`` then returns None)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def __call__(
+        self,
+        job_class: str,
+        job: Payload,
+        queue: str,
+        redis: redis.Redis,
+        call_next: Callable[[], None],
+    ) -> None:
+        if not locks.is_until_executed(job):
+            call_next()
+            return
+        at = job.get("at")
+        wait = max(float(at) - wire.now(), 0.0) if isinstance(at, int | float) else 0.0
+        ttl = math.ceil(self.config.unique_lock_ttl + wait)
+        key = keys.unique(locks.unique_digest(job))
+        if redis.set(key, str(job["jid"]), nx=True, ex=ttl):
+            call_next()
+        else:
+            job["unique_skipped"] = True
+
+
+class UniqueReleaseMiddleware:
+    """Server side: release the lock after success, or after a failure that ends the job."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def __call__(
+        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+    ) -> None:
+        if not locks.is_until_executed(job):
+            call_next()
+            return
+        try:
+            call_next()
+        except BaseException:
+            if failure.is_terminal(job):
+                _release(self.config, job)
+            raise
+        _release(self.config, job)
+
+
+def _release(config: Config, job: Payload) -> None:
+    jid = job.get("jid")
+    if isinstance(jid, str):
+        locks.release_key(config.redis(), keys.unique(locks.unique_digest(job)), jid)
