@@ -24,6 +24,7 @@ import click
 
 from cogworker import __version__, config_file, logs, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
+from cogworker.periodic.entries import PeriodicError
 
 ENV_NAMES = ("APP_ENV", "RAILS_ENV", "RACK_ENV")
 
@@ -155,15 +156,15 @@ def build_config(
     environment: str | None,
     redis_url: str | None,
     log_level: str | None,
-) -> Config:
-    """The worker's config: defaults, then the config file, then the flags."""
+) -> tuple[Config, dict[str, Any]]:
+    """The worker's config (defaults, then the config file, then the flags), and the config
+    file's sections that must wait for the app's code (cron entries name its jobs)."""
     env = environment or next((os.environ[n] for n in ENV_NAMES if os.environ.get(n)), None)
     env = env or "development"
     for name in ENV_NAMES:  # before the config file, whose ${VAR}s may read them
         os.environ[name] = env
     config = Config(environment=env)
-    if config_path:
-        config_file.apply(config, config_path)
+    extras = config_file.apply(config, config_path) if config_path else {}
     config.server = True
     flags: dict[str, Any] = {
         "concurrency": concurrency,
@@ -174,16 +175,18 @@ def build_config(
     config.update({name: value for name, value in flags.items() if value is not None})
     if queues:
         config.queues = expand_queues(queues, "-q")
-    return config
+    return config, extras
 
 
 def run_worker(app: str | None, logfile: str | None, **settings: Any) -> None:
-    config = build_config(**settings)
+    config, extras = build_config(**settings)
     set_default_config(config)
     logs.setup(config.log_level, logfile)
     if not app:
         raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
     load_app(app)
+    if "periodic" in extras:
+        config.periodic.register_from_config(extras["periodic"])
     logs.setup(config.log_level, logfile)  # the app may have changed the level
     from cogworker.worker.launcher import Launcher
 
@@ -234,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as error:
         click.echo(f"cogworker: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
-    except (ConfigError, AppLoadError) as error:
+    except (ConfigError, AppLoadError, PeriodicError) as error:
         click.echo(f"cogworker: {error}", err=True)
         sys.exit(1)
 

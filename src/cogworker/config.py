@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cogworker import connection
 from cogworker.middleware import Chain
+from cogworker.periodic.entries import PeriodicSchedule
 
 if TYPE_CHECKING:
     import redis
@@ -198,6 +199,7 @@ class Config:
         object.__setattr__(self, "server", False)
         object.__setattr__(self, "_redis", None)
         object.__setattr__(self, "_redis_lock", threading.Lock())
+        object.__setattr__(self, "periodic", PeriodicSchedule())
         for name, (default, _) in _OPTIONS.items():
             object.__setattr__(self, name, default())
         self._add_default_middleware()
@@ -206,12 +208,16 @@ class Config:
     def _add_default_middleware(self) -> None:
         """The built-in middleware every config starts with (no-ops for jobs without the
         markers they look for)."""
+        from cogworker.periodic.running_lock import RunningLockMiddleware
         from cogworker.unique import UniqueLockMiddleware, UniqueReleaseMiddleware
 
         self.client_middleware.add(UniqueLockMiddleware, self)
+        self.server_middleware.add(RunningLockMiddleware, self)
         self.server_middleware.add(UniqueReleaseMiddleware, self)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "periodic":
+            raise ConfigError("periodic is not an option: use config.periodic.register(...)")
         if name == "server":
             object.__setattr__(self, name, bool(value))
             return
@@ -251,6 +257,9 @@ class Config:
             client.close()
 
     # -- server / client side blocks ----------------------------------------------------------
+
+    periodic: PeriodicSchedule
+    """Cron entries: ``config.periodic.register("*/5 * * * *", ReportJob, args=[1])``."""
 
     server: bool
     """True in a worker process (set by the CLI before the app's code is imported)."""

@@ -10,7 +10,6 @@ alive and retries deferred lock releases. A second thread subscribes to
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -22,6 +21,7 @@ import redis
 from cogworker import connection, keys, locks, redis_errors, wire
 from cogworker.fetch.reliable import RETAKE
 from cogworker.identity import hostname
+from cogworker.periodic.running_lock import active_ttl
 
 if TYPE_CHECKING:
     from cogworker.config import Config
@@ -45,11 +45,6 @@ def rss_kb() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def active_ttl(config: Config) -> int:
-    """TTL of a running cron lock while its job performs: outlives orphan recovery."""
-    return math.ceil(config.orphan_threshold + 60 + 60)
 
 
 def redis_now(client: redis.Redis) -> int:

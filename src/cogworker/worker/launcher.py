@@ -1,10 +1,11 @@
 """The Launcher: boots one worker process's threads in order and stops them in order.
 
 Boot: a first heartbeat that succeeds (retried every second while Redis is unreachable; a
-TERM during that wait ends the process with nothing started), then the processors and the
-scheduler. Then it waits for signals: TSTP quiets (running jobs finish, nothing new starts),
-TERM / INT stop gracefully (up to ``shutdown_timeout`` for running jobs, the rest is handed
-back to its queue), and so do the remote ``quiet`` / ``resume`` / ``stop`` commands.
+TERM during that wait ends the process with nothing started), then the processors, the
+scheduler and the cron ticker. Then it waits for signals: TSTP quiets (running jobs finish,
+nothing new starts), TERM / INT stop gracefully (up to ``shutdown_timeout`` for running jobs,
+the rest is handed back to its queue), and so do the remote ``quiet`` / ``resume`` / ``stop``
+commands.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
+from cogworker.worker.ticker import Ticker
 
 logger = logging.getLogger("cogworker")
 
@@ -49,6 +51,7 @@ class Launcher:
         self.manager = Manager(config, self.identity)
         self.heartbeat = Heartbeat(config, self.manager, self.signals.put)
         self.scheduler = Scheduler(self.manager)
+        self.ticker = Ticker(self.manager, ready=self.scheduler.recovered_once)
         self.started = threading.Event()
         self.stopped = threading.Event()
 
@@ -112,6 +115,7 @@ class Launcher:
                 self.manager.set_quiet(True)
         self.manager.start()
         self.scheduler.start()
+        self.ticker.start()
         return True
 
     def stop(self) -> None:
@@ -121,6 +125,7 @@ class Launcher:
         except redis.RedisError as error:
             redis_errors.reporter.report("Deferred releases", error)
         self.scheduler.stop()
+        self.ticker.stop()
         self.heartbeat.stop()
         logger.info("cogworker stopped, identity=%s", self.identity)
         self.stopped.set()

@@ -1,0 +1,59 @@
+"""The running lock of an ``until_executed`` cron entry, around the run itself.
+
+The ticker's claim sets ``periodic:running:<pjid>`` to the run's jid for ``queued_ttl``. When
+the run starts, this middleware shortens it to ``active_ttl`` (long enough to outlive orphan
+recovery; the heartbeat refreshes it while ``perform`` runs), then releases it on success or
+on a failure that ends the job. Every write is owner-checked: an older run never touches a
+newer run's lock. A no-op for jobs that are not cron runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+
+from cogworker import failure, keys, locks, redis_errors
+from cogworker.wire import Payload
+
+if TYPE_CHECKING:
+    from cogworker.config import Config
+    from cogworker.job import Job
+
+logger = logging.getLogger("cogworker")
+
+
+def active_ttl(config: Config) -> int:
+    """TTL of a running cron lock while its job performs: outlives orphan recovery."""
+    import math
+
+    return math.ceil(config.orphan_threshold + 60 + 60)
+
+
+class RunningLockMiddleware:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def __call__(
+        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+    ) -> None:
+        pjid, jid = job.get("periodic_pjid"), job.get("jid")
+        if not isinstance(pjid, str) or not isinstance(jid, str):
+            call_next()
+            return
+        client = self.config.redis()
+        lock = keys.periodic_running(pjid)
+        try:
+            locks.expire_if_owned(client, lock, jid, active_ttl(self.config))
+        except redis.RedisError as error:  # the heartbeat shortens it later
+            logger.warning("couldn't shorten periodic lock for %s: %s", pjid, error)
+            redis_errors.reporter.report("Periodic lock", error)
+        try:
+            call_next()
+        except BaseException:
+            if failure.is_terminal(job):
+                locks.release_key(client, lock, jid)
+            raise
+        locks.release_key(client, lock, jid)
