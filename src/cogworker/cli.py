@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from cogworker import __version__, config_file, logs, registry
+from cogworker import __version__, config_file, connection, logs, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
 
@@ -181,7 +181,12 @@ def build_config(
 def run_worker(app: str | None, logfile: str | None, **settings: Any) -> None:
     config, extras = build_config(**settings)
     set_default_config(config)
-    logs.setup(config.log_level, logfile)
+    try:
+        logs.setup(config.log_level, logfile)
+    except OSError as error:
+        raise ConfigError(f"can't open log file {logfile}: {error.strerror}") from None
+    if config.redis_url is None:  # $REDIS_URL is used: check it like the option
+        Config(redis_url=connection.resolve_url(None))
     if not app:
         raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
     load_app(app)

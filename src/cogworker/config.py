@@ -86,6 +86,13 @@ def _optional_str(name: str, value: Any) -> str | None:
     return value or None
 
 
+def _redis_url(name: str, value: Any) -> str | None:
+    url = _optional_str(name, value)
+    if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"{name} must start with redis://, rediss:// or unix://, got {url!r}")
+    return url
+
+
 def _str(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
@@ -139,7 +146,7 @@ def _chain(name: str, value: Any) -> Chain:
 _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "concurrency": (lambda: 10, _positive_int),
     "queues": (lambda: ["default"], lambda name, value: expand_queues(value, name)),
-    "redis_url": (lambda: None, _optional_str),
+    "redis_url": (lambda: None, _redis_url),
     "redis_socket_timeout": (lambda: 5.0, _positive_number),
     "fetch": (lambda: "reliable", _fetch),
     "fetch_idle_max_interval": (lambda: 1.0, _positive_number),

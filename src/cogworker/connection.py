@@ -84,4 +84,4 @@ def connect(
         decode_responses=True,
         **extra,
     )
-    return redis.Redis(connection_pool=pool)
+    return redis.Redis.from_pool(pool)  # closing the client closes its pool too

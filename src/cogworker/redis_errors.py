@@ -32,6 +32,9 @@ def is_unavailable(error: BaseException) -> bool:
         return True
     if not isinstance(error, redis.exceptions.ResponseError):
         return False
+    # redis-py turns READONLY, MASTERDOWN... into subclasses and strips the word from the text
+    if getattr(error, "status_code", None) in _UNAVAILABLE_WORDS:
+        return True
     message = str(error)
     first = message.split(" ", 1)[0]
     if first in _UNAVAILABLE_WORDS:

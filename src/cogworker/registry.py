@@ -22,6 +22,8 @@ _lock = threading.Lock()
 class UnknownJobError(NameError):
     """A payload names a job class this process doesn't know."""
 
+    wire_name = "NameError"  # what the Ruby gem records, and what tooling filters on
+
 
 def register(job_class: type[Job], *names: str) -> None:
     with _lock:

@@ -110,6 +110,7 @@ class BlockingConnection:
         self._connection: Any = None
         self._client_id: int | None = None
         self._blocked = False
+        self._wake_pending = False
         self._lock = threading.Lock()
 
     def call(self, *command: Any) -> Any:
@@ -122,6 +123,9 @@ class BlockingConnection:
                 conn.send_command("CLIENT", "ID")
                 self._client_id = int(conn.read_response())
             with self._lock:
+                if self._wake_pending:  # woken just before blocking: don't block at all
+                    self._wake_pending = False
+                    return None
                 self._blocked = True
             conn.send_command(*command)
             return conn.read_response()
@@ -136,6 +140,7 @@ class BlockingConnection:
     def wake(self, waker: redis.Redis) -> None:
         with self._lock:
             client_id = self._client_id if self._blocked else None
+            self._wake_pending = not self._blocked
         if client_id is not None:
             try:
                 waker.client_unblock(client_id)

@@ -221,12 +221,12 @@ class Heartbeat:
     def _listen(self) -> None:
         channel = keys.signal_channel(self.identity)
         while not self._stopping.is_set():
+            client = connection.connect(
+                self.config.redis_url, max_connections=1, socket_timeout=5.0
+            )
+            self._pubsub_client = client
+            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             try:
-                client = connection.connect(
-                    self.config.redis_url, max_connections=1, socket_timeout=5.0
-                )
-                self._pubsub_client = client
-                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
                 pubsub.subscribe(channel)
                 redis_errors.reporter.recovered("Signals")
                 self.subscribed.set()
@@ -234,12 +234,15 @@ class Heartbeat:
                     message = pubsub.get_message(timeout=1.0)
                     if message and message.get("type") == "message":
                         self._handle(str(message.get("data")))
-                pubsub.close()
             except Exception as error:
                 self.subscribed.clear()
-                if self._stopping.is_set():
-                    return
-                redis_errors.reporter.report("Signals", error)
+                if not self._stopping.is_set():
+                    redis_errors.reporter.report("Signals", error)
+            finally:
+                # never leave a subscription nobody reads: a message sent to it would be lost
+                pubsub.close()
+                client.close()
+            if not self._stopping.is_set():
                 self._stopping.wait(1.0)
 
     def _handle(self, message: str) -> None:
