@@ -154,6 +154,7 @@ class Heartbeat:
         manager = self.manager
         reliable = manager.fetch().mode == "reliable"
         presence = keys.process(self.identity)
+        now = redis_now(self._client)
         pipe = self._client.pipeline(transaction=False)
         pipe.hset(
             presence,
@@ -161,11 +162,11 @@ class Heartbeat:
                 "info": self._info(),
                 "busy": str(manager.busy),
                 "quiet": "true" if manager.quiet else "false",
+                "beat": str(now),  # an extra field (Ruby ignores it): the API's "last beat"
             },
         )
         pipe.expire(presence, PRESENCE_TTL)
         pipe.execute()
-        now = redis_now(self._client)
         queues = list(dict.fromkeys(self.config.queues))
         writes: list[tuple[str, Callable[[redis.client.Pipeline], object]]] = [
             ("process registry", lambda p: p.sadd(keys.PROCESSES, self.identity)),

@@ -52,28 +52,44 @@ def graduate_due(client: redis.Redis, source: str, now: float | None = None) -> 
     return moved
 
 
-def _graduate_one(client: redis.Redis, source: str, entry: str) -> int:
+def claim_and_requeue(client: redis.Redis, source: str, entry: str) -> str:
+    """Move one entry of a sorted set onto the head of its queue, ``enqueued_at`` re-stamped.
+
+    Returns ``"requeued"``, ``"gone"`` (another process took it first) or ``"invalid"`` (not a
+    JSON object with a queue: left where it is). Shared by the poller and the API's retry.
+    """
     job, _, _ = failure.parse_job(entry)
     queue = job.get("queue") if job is not None else None
     if job is None or not isinstance(queue, str) or not queue:
-        message = f"not a job (JSON object with a queue) in {source}"
-        wrapper = failure.unparseable_job(entry, None, "TypeError", message)
-        if BURY_ENTRY(
-            client,
-            [source, keys.DEAD, keys.STATS_FAILED],
-            [entry, wrapper["failed_at"], wire.dumps(wrapper)],
-        ):
-            bucket = keys.throughput(int(time.time()) // 3600)
-            pipe = client.pipeline(transaction=False)
-            pipe.hincrby(bucket, "failed", 1)
-            pipe.expire(bucket, 90_000)
-            pipe.execute()
-            logger.error("unparseable entry in %s moved to dead: %s", source, entry[:200])
-        return 0
+        return "invalid"
     job["enqueued_at"] = wire.now()
-    return int(
-        GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, wire.dumps(job)])
+    moved = GRADUATE(
+        client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, wire.dumps(job)]
     )
+    return "requeued" if moved else "gone"
+
+
+def _graduate_one(client: redis.Redis, source: str, entry: str) -> int:
+    outcome = claim_and_requeue(client, source, entry)
+    if outcome == "invalid":
+        _bury(client, source, entry)
+    return 1 if outcome == "requeued" else 0
+
+
+def _bury(client: redis.Redis, source: str, entry: str) -> None:
+    message = f"not a job (JSON object with a queue) in {source}"
+    wrapper = failure.unparseable_job(entry, None, "TypeError", message)
+    if BURY_ENTRY(
+        client,
+        [source, keys.DEAD, keys.STATS_FAILED],
+        [entry, wrapper["failed_at"], wire.dumps(wrapper)],
+    ):
+        bucket = keys.throughput(int(time.time()) // 3600)
+        pipe = client.pipeline(transaction=False)
+        pipe.hincrby(bucket, "failed", 1)
+        pipe.expire(bucket, 90_000)
+        pipe.execute()
+        logger.error("unparseable entry in %s moved to dead: %s", source, entry[:200])
 
 
 class Scheduler:

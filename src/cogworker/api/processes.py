@@ -1,0 +1,163 @@
+"""Live worker processes and what they are running; remote quiet / resume / stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from cogworker import keys, wire
+
+COMMANDS = ("quiet", "resume", "stop")
+
+
+@dataclass(frozen=True)
+class Process:
+    client: redis.Redis
+    identity: str
+    info: dict[str, Any]
+    busy: int
+    quiet: bool
+    last_beat: int | None
+
+    @property
+    def hostname(self) -> str:
+        return str(self.info.get("hostname", ""))
+
+    @property
+    def pid(self) -> int | None:
+        pid = self.info.get("pid")
+        return pid if isinstance(pid, int) else None
+
+    @property
+    def concurrency(self) -> int:
+        value = self.info.get("concurrency")
+        return value if isinstance(value, int) else 0
+
+    @property
+    def queues(self) -> list[str]:
+        return [str(name) for name in self.info.get("queues") or []]
+
+    @property
+    def rss_kb(self) -> int | None:
+        value = self.info.get("rss_kb")
+        return value if isinstance(value, int) else None
+
+    @property
+    def started_at(self) -> float | None:
+        value = self.info.get("started_at")
+        return float(value) if isinstance(value, int | float) else None
+
+    def signal(self, command: str) -> int:
+        """Publish ``quiet``, ``resume`` or ``stop`` to the process; how many heard it (0 if
+        it isn't listening: the command is then lost)."""
+        if command not in COMMANDS:
+            raise ValueError(f"unknown command {command!r}; expected one of {', '.join(COMMANDS)}")
+        return int(self.client.publish(keys.signal_channel(self.identity), command))
+
+    def quiet_down(self) -> int:
+        return self.signal("quiet")
+
+    def resume(self) -> int:
+        return self.signal("resume")
+
+    def stop(self) -> int:
+        return self.signal("stop")
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class ProcessSet:
+    """Every live process; members whose presence expired are removed while iterating."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def __iter__(self) -> Iterator[Process]:
+        identities = sorted(str(name) for name in self.client.smembers(keys.PROCESSES))
+        if not identities:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for identity in identities:
+            pipe.hgetall(keys.process(identity))
+        pipe.hmget(keys.LAST_BEAT, identities)
+        *hashes, stamps = pipe.execute()
+        stale = []
+        for identity, fields, stamp in zip(identities, hashes, stamps, strict=True):
+            if not fields:
+                stale.append(identity)
+                continue
+            try:
+                info = wire.loads(fields.get("info") or "{}")
+            except ValueError:
+                info = {}
+            yield Process(
+                client=self.client,
+                identity=identity,
+                info=info if isinstance(info, dict) else {},
+                busy=_int(fields.get("busy")) or 0,
+                quiet=fields.get("quiet") == "true",
+                last_beat=_int(fields.get("beat")) or _int(stamp),
+            )
+        if stale:
+            self.client.srem(keys.PROCESSES, *stale)
+
+    def find(self, identity: str) -> Process | None:
+        return next((process for process in self if process.identity == identity), None)
+
+    def size(self) -> int:
+        return sum(1 for _ in self)
+
+    def total_busy(self) -> int:
+        return sum(process.busy for process in self)
+
+
+@dataclass(frozen=True)
+class Work:
+    """One job running now: which process and thread, since when, and the job."""
+
+    identity: str
+    thread_id: str
+    queue: str
+    run_at: int | None
+    job: dict[str, Any]
+
+
+class WorkSet:
+    """What every live process is running right now."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def __iter__(self) -> Iterator[Work]:
+        processes = list(ProcessSet(self.client))
+        if not processes:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for process in processes:
+            pipe.hgetall(keys.workers(process.identity))
+        for process, entries in zip(processes, pipe.execute(), strict=True):
+            for thread_id, raw in sorted(entries.items()):
+                try:
+                    entry = wire.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict):
+                    continue
+                yield Work(
+                    identity=process.identity,
+                    thread_id=str(thread_id),
+                    queue=str(entry.get("queue", "")),
+                    run_at=_int(entry.get("run_at")),
+                    job=payload if isinstance(payload := entry.get("payload"), dict) else {},
+                )
+
+    def size(self) -> int:
+        return sum(1 for _ in self)

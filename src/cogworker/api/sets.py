@@ -1,0 +1,105 @@
+"""The scheduled, retry and dead sets: page, find, retry now, reschedule, kill, delete.
+
+Every change acts on an entry's exact stored string and is one atomic step, so two operators
+(or an operator and the scheduler) acting on one entry never duplicate or lose it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import redis
+
+from cogworker import keys, scripts, wire
+from cogworker.api.records import JobRecord
+from cogworker.worker.scheduler import claim_and_requeue
+
+PAGE = 500
+
+RESCHEDULE = scripts.load(__file__, "reschedule")
+KILL = scripts.load(__file__, "kill")
+
+
+@dataclass(frozen=True)
+class JobSet:
+    """One sorted set of jobs, scored by time (due time, or time of death)."""
+
+    client: redis.Redis
+    key: str
+
+    def size(self) -> int:
+        return int(self.client.zcard(self.key))
+
+    def page(
+        self, offset: int = 0, limit: int = 50, *, newest_first: bool = True
+    ) -> list[JobRecord]:
+        """A slice by score: latest first by default (the dead set's natural order)."""
+        if limit <= 0:
+            return []
+        start, stop = max(offset, 0), max(offset, 0) + limit - 1
+        if newest_first:
+            members = self.client.zrevrange(self.key, start, stop, withscores=True)
+        else:
+            members = self.client.zrange(self.key, start, stop, withscores=True)
+        pairs: list[tuple[str, float]] = members  # type: ignore[assignment]
+        return [JobRecord(str(raw), float(score)) for raw, score in pairs]
+
+    def __iter__(self) -> Iterator[JobRecord]:
+        offset = 0
+        while True:
+            page = self.page(offset, PAGE)
+            yield from page
+            if len(page) < PAGE:
+                return
+            offset += PAGE
+
+    def find_jobs(self, jid: str) -> list[JobRecord]:
+        """Every entry with ``jid`` (a scan; a job can be in a set more than once)."""
+        needle = f'"jid":{wire.dumps(jid)}'
+        return [record for record in self if needle in record.raw and record.jid == jid]
+
+    def retry_now(self, raw: str) -> str:
+        """Put the entry back on its queue now: ``requeued``, ``gone`` or ``invalid``."""
+        return claim_and_requeue(self.client, self.key, raw)
+
+    def reschedule(self, raw: str, at: float) -> bool:
+        """Make the entry due at ``at`` (epoch seconds); False if it is gone."""
+        return bool(RESCHEDULE(self.client, [self.key], [raw, at]))
+
+    def delete(self, raw: str) -> bool:
+        """Remove the entry and forget its retry history."""
+        record = JobRecord(raw)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrem(self.key, raw)
+        pipe.delete(keys.job_attempts(record.jid))
+        removed, _ = pipe.execute()
+        return bool(removed)
+
+    def clear(self) -> int:
+        """Remove every entry (and their retry histories); how many there were."""
+        jids = {record.jid for record in self}
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(self.key)
+        pipe.delete(self.key)
+        for jid in jids:
+            pipe.delete(keys.job_attempts(jid))
+        return int(pipe.execute()[0])
+
+    def kill(self, raw: str) -> bool:
+        """Move the entry to the dead set now; False if it is gone."""
+        if self.key == keys.DEAD:
+            return False
+        return bool(KILL(self.client, [self.key, keys.DEAD], [raw, wire.now()]))
+
+
+def scheduled_set(client: redis.Redis) -> JobSet:
+    return JobSet(client, keys.SCHEDULE)
+
+
+def retry_set(client: redis.Redis) -> JobSet:
+    return JobSet(client, keys.RETRY)
+
+
+def dead_set(client: redis.Redis) -> JobSet:
+    return JobSet(client, keys.DEAD)
