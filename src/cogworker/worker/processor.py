@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from cogworker import execute, failure, keys, locks, redis_errors, wire
+from cogworker import execute, failure, keys, locks, redis_errors, status, wire
 from cogworker.failure import Decision
 from cogworker.fetch import Work
 from cogworker.fetch.reliable import jid_of
@@ -214,6 +214,8 @@ class Processor:
                 run.death = (wire.loads(payload), error)
         if decision.cut_short or (decided_late and decision.outcome != "retry"):
             locks.release(client, job)
+        if decision.cut_short and decided_late:  # the status middleware saw a retry coming
+            status.mark_failed(self.manager.config, job, error)
         self._record_attempt(job, count, decision.attempt_outcome)
         return True
 
