@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from cogworker import __version__, config_file, connection, logs, registry
+from cogworker import __version__, admin_cli, config_file, connection, logs, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
 
@@ -229,6 +229,10 @@ def demo_command(jobs: int) -> None:
     from cogworker import demo
 
     sys.exit(demo.main(jobs))
+
+
+for _admin_command in admin_cli.COMMANDS:
+    main_group.add_command(_admin_command)
 
 
 def main(argv: list[str] | None = None) -> None:
