@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from cogworker import __version__, admin_cli, config_file, connection, logs, registry
+from cogworker import __version__, admin_cli, config_file, connection, logs, proctitle, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
 
@@ -219,6 +219,48 @@ def main_group(
 @_worker_options
 def run_command(app: str | None, logfile: str | None, **settings: Any) -> None:
     """Run a worker process."""
+    run_worker(app, logfile, **settings)
+
+
+@main_group.command("swarm")
+@_worker_options
+def swarm_command(app: str | None, logfile: str | None, **settings: Any) -> None:
+    """Run COGWORKER_COUNT worker processes under a supervisor (same flags as run)."""
+    from cogworker.swarm import Swarm
+
+    config, _ = build_config(**settings)  # validate flags and file before forking
+    if not app:
+        raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
+    count_text = os.environ.get("COGWORKER_COUNT", "1")
+    try:
+        count = max(int(count_text), 1)
+    except ValueError:
+        raise ConfigError(f"COGWORKER_COUNT must be a whole number, got {count_text!r}") from None
+    try:
+        logs.setup(config.log_level, logfile)
+    except OSError as error:
+        raise ConfigError(f"can't open log file {logfile}: {error.strerror}") from None
+    swarm = Swarm(
+        count,
+        lambda slot: _run_swarm_child(app, logfile, slot, settings),
+        shutdown_timeout=config.shutdown_timeout,
+        max_memory_mb=config.max_memory,
+        phased=os.environ.get("PHASED_RESTART") == "true",
+    )
+    swarm.install_signal_handlers()
+    tag = f" {config.tag}" if config.tag else ""
+    proctitle.set_title(f"cogworker {__version__} swarm{tag} [{count} children]")
+    swarm.run()
+
+
+def _run_swarm_child(app: str, logfile: str | None, slot: int, settings: dict[str, Any]) -> None:
+    """A forked child: forget the parent's per-process state, then boot a full worker."""
+    from cogworker import locks, redis_errors
+    from cogworker.worker import recovery
+
+    redis_errors.reporter.reset()
+    locks.deferred.clear()
+    recovery.reset()
     run_worker(app, logfile, **settings)
 
 

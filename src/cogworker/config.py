@@ -47,7 +47,8 @@ def _positive_number(name: str, value: Any) -> float:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        unit = " (MB)" if name == "max_memory" else " of seconds"
+        raise ConfigError(f"{name} must be a positive number{unit}, got {value!r}")
     return float(value)
 
 
@@ -91,6 +92,10 @@ def _redis_url(name: str, value: Any) -> str | None:
     if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError(f"{name} must start with redis://, rediss:// or unix://, got {url!r}")
     return url
+
+
+def _optional_positive(name: str, value: Any) -> float | None:
+    return None if value is None else _positive_number(name, value)
 
 
 def _str(name: str, value: Any) -> str:
@@ -162,6 +167,7 @@ _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "log_level": (lambda: "INFO", _log_level),
     "environment": (lambda: "development", _str),
     "tag": (lambda: None, _optional_str),
+    "max_memory": (lambda: None, _optional_positive),
     "client_middleware": (Chain, _chain),
     "server_middleware": (Chain, _chain),
 }
@@ -197,6 +203,7 @@ class Config:
     log_level: str
     environment: str
     tag: str | None
+    max_memory: float | None
     client_middleware: Chain
     server_middleware: Chain
     _redis: redis.Redis | None

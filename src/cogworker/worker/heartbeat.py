@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import connection, keys, locks, redis_errors, wire
+from cogworker import connection, keys, locks, proctitle, redis_errors, wire
 from cogworker.fetch.reliable import RETAKE
 from cogworker.identity import hostname
 from cogworker.periodic.running_lock import active_ttl
@@ -167,6 +167,10 @@ class Heartbeat:
         )
         pipe.expire(presence, PRESENCE_TTL)
         pipe.execute()
+        state = "stopping" if manager.stopping.is_set() else ("quiet" if manager.quiet else "")
+        proctitle.set_title(
+            proctitle.worker_title(self.config.tag, manager.busy, self.config.concurrency, state)
+        )
         queues = list(dict.fromkeys(self.config.queues))
         writes: list[tuple[str, Callable[[redis.client.Pipeline], object]]] = [
             ("process registry", lambda p: p.sadd(keys.PROCESSES, self.identity)),
