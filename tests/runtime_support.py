@@ -123,3 +123,42 @@ def closing_pools(request: pytest.FixtureRequest) -> Iterator[None]:
 def private_config(url: str, **options: Any) -> cogworker.Config:
     """A Config on a private server (not installed as the default)."""
     return cogworker.Config(redis_url=url, **options)
+
+
+# -- additions for the hardening tests (tests/test_hardening_*.py) ------------------------------
+
+
+def all_settled(r: redis.Redis, manager: Manager) -> bool:
+    """The bookkeeper sent everything, nothing is listed in progress or running in memory."""
+    manager.bookkeeper.flush()
+    return r.llen(keys.inprogress(manager.identity)) == 0 and not manager.running()
+
+
+def attempts_log(r: redis.Redis, jid: str) -> list[dict[str, Any]]:
+    """The entries of ``cogworker:job_attempts:<jid>``, oldest first."""
+    return [json.loads(item) for item in r.lrange(keys.job_attempts(jid), 0, -1)]
+
+
+def plant_orphan(r: redis.Redis, identity: str, raws: list[str], *, beat_age: int = 10_000) -> None:
+    """A dead process's leftovers: its in-progress list (``raws[0]`` at the head), its registry
+    entry and a last-beat stamp ``beat_age`` seconds old on Redis's clock; no presence key."""
+    r.lpush(keys.inprogress(identity), *reversed(raws))
+    r.sadd(keys.INPROGRESS_IDENTITIES, identity)
+    r.hset(keys.LAST_BEAT, identity, str(redis_time(r) - beat_age))
+
+
+def paused_scripts(admin: redis.Redis) -> int:
+    """How many clients are held by CLIENT PAUSE in the middle of sending a script."""
+    return sum(
+        1
+        for client in admin.client_list()
+        if client.get("cmd") in ("evalsha", "eval") and "b" in str(client.get("flags"))
+    )
+
+
+def quiet_stop(manager: Manager, timeout: float = 5.0) -> None:
+    """Stop ``manager`` whether or not it was started, closing its fetch connection."""
+    if not manager.stopping.is_set():
+        manager.stop(timeout)
+    elif manager.fetch_mode is not None:
+        manager.fetch().close()
