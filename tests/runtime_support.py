@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,7 +148,8 @@ def attempts_log(r: redis.Redis, jid: str) -> list[dict[str, Any]]:
 def plant_orphan(r: redis.Redis, identity: str, raws: list[str], *, beat_age: int = 10_000) -> None:
     """A dead process's leftovers: its in-progress list (``raws[0]`` at the head), its registry
     entry and a last-beat stamp ``beat_age`` seconds old on Redis's clock; no presence key."""
-    r.lpush(keys.inprogress(identity), *reversed(raws))
+    if raws:
+        r.lpush(keys.inprogress(identity), *reversed(raws))
     r.sadd(keys.INPROGRESS_IDENTITIES, identity)
     r.hset(keys.LAST_BEAT, identity, str(redis_time(r) - beat_age))
 
@@ -156,9 +163,207 @@ def paused_scripts(admin: redis.Redis) -> int:
     )
 
 
-def quiet_stop(manager: Manager, timeout: float = 5.0) -> None:
-    """Stop ``manager`` whether or not it was started, closing its fetch connection."""
-    if not manager.stopping.is_set():
-        manager.stop(timeout)
-    elif manager.fetch_mode is not None:
-        manager.fetch().close()
+class HoldAt(logging.Handler):
+    """A log handler that holds the thread logging a message containing ``fragment`` at a
+    Gate: a way to stop a processor thread at an exact point of its work (say right after
+    ``perform`` returned, at its ``fail: ...`` line). Other threads keep logging meanwhile."""
+
+    def __init__(self, fragment: str) -> None:
+        super().__init__()
+        self.fragment = fragment
+        self.gate = Gate()
+
+    def handle(self, record: logging.LogRecord) -> bool:  # no handler lock: never blocks others
+        if self.fragment in record.getMessage():
+            self.gate.pass_through()
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+# -- added for the periodic / unique tests -------------------------------------------------------
+
+
+def command_calls(client: redis.Redis) -> dict[str, int]:
+    """Calls per command the server has answered (INFO commandstats), e.g. ``{"get": 3}``;
+    commands run inside scripts are counted too."""
+    stats = client.info("commandstats")
+    return {
+        str(name).removeprefix("cmdstat_").lower(): int(values["calls"])
+        for name, values in stats.items()
+    }
+
+
+def commands_since(client: redis.Redis, before: dict[str, int]) -> dict[str, int]:
+    """Commands answered since ``before`` was taken, except the INFO calls measuring them."""
+    after = command_calls(client)
+    delta = {name: calls - before.get(name, 0) for name, calls in after.items()}
+    return {name: calls for name, calls in delta.items() if calls and name != "info"}
+
+
+def start_worker_process(
+    args: list[str], cwd: str | os.PathLike[str], env: dict[str, str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    """``python -m cogworker <args>`` in its own session; stdout and stderr go to ``log_path``."""
+    with open(log_path, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cogworker", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def kill_worker_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a worker started by ``start_worker_process`` with its whole process group."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+
+def worker_identity_of(client: redis.Redis, pid: int) -> str | None:
+    """The identity the worker with OS pid ``pid`` registered, if it has beaten yet."""
+    for member in client.smembers(keys.PROCESSES):
+        if str(member).split(":")[-2] == str(pid):
+            return str(member)
+    return None
+
+
+def worker_environment(redis_url: str) -> dict[str, str]:
+    """The environment for a worker subprocess on ``redis_url``."""
+    environment = {**os.environ, "REDIS_URL": redis_url}
+    environment.pop("PYTHONUNBUFFERED", None)
+    return environment
+
+
+def events(client: redis.Redis, key: str) -> list[list[str]]:
+    """A list of space-separated records, oldest first, split into words."""
+    return [str(item).split() for item in client.lrange(key, 0, -1)]
+
+
+# -- added for the operations-layer tests (api, status/history, metrics, admin CLI, swarm) ------
+
+
+def spawn_cogworker(
+    args: list[str], cwd: str | os.PathLike[str], log_path: Path, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """``python -m cogworker ARGS`` in its own session (so ``kill_session`` ends it and every
+    process it forked), stdout and stderr appended to ``log_path``."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cogworker", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def kill_session(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL every process of the session ``spawn_cogworker`` started (the process itself
+    and any children it forked, even after it exited itself), then reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(10)
+
+
+def cogworker_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a ``python -m cogworker`` subprocess on ``redis_url``."""
+    environment = {**os.environ, "REDIS_URL": redis_url, **extra}
+    environment.pop("PYTHONUNBUFFERED", None)  # it must flush its own lines
+    return environment
+
+
+def run_cogworker(
+    *args: str, redis_url: str, timeout: float = 30.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m cogworker ARGS`` to completion, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker", *args],
+        env=cogworker_env(redis_url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """``(state, parent pid)`` of ``pid`` from ``/proc``; None once it has been reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the name in parentheses may hold spaces
+    return fields[0], int(fields[1])
+
+
+def is_running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X")
+
+
+def live_children(parent: int) -> set[int]:
+    """The pids of ``parent``'s children that are running (zombies left out)."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = proc_stat(int(name))
+            if stat is not None and stat[1] == parent and stat[0] not in ("Z", "X"):
+                found.add(int(name))
+    return found
+
+
+def process_title(pid: int) -> str:
+    """What ``ps -o args`` shows for ``pid`` (its title, once setproctitle changed it)."""
+    shown = subprocess.run(
+        ["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    return shown.stdout.strip()
+
+
+def registered_identity(client: redis.Redis, pid: int) -> str | None:
+    """The identity that the process ``pid`` registered in ``cogworker:processes``."""
+    for member in client.smembers(keys.PROCESSES):
+        if str(member).split(":")[-2] == str(pid):
+            return str(member)
+    return None
+
+
+def listening(client: redis.Redis, identity: str) -> bool:
+    """The process has subscribed to its signal channel: a command published now reaches it."""
+    channel = keys.signal_channel(identity)
+    return dict(client.pubsub_numsub(channel)).get(channel) == 1
+
+
+@contextlib.contextmanager
+def cogworker_log_records() -> Iterator[list[logging.LogRecord]]:
+    """Every record logged to the ``cogworker`` logger inside the block, whatever handlers
+    and propagation an earlier ``logs.setup`` left on it."""
+    records: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Collect(logging.DEBUG)
+    target = logging.getLogger("cogworker")
+    level = target.level
+    target.addHandler(handler)
+    target.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(level)

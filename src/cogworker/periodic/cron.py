@@ -13,6 +13,7 @@ Debian cron's rule, which cronsim implements.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -47,9 +48,21 @@ def _zone_suffix(expression: str, words: list[str]) -> tzinfo | None:
 
 
 def _local_zone() -> tzinfo:
-    zone = datetime.now().astimezone().tzinfo
-    assert zone is not None
-    return zone
+    """The process's local zone with its DST rules ($TZ, else /etc/localtime); a fixed offset
+    only when neither can be read."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if name:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    try:
+        with open("/etc/localtime", "rb") as local:
+            return ZoneInfo.from_file(local, key="localtime")
+    except (OSError, ValueError):
+        zone = datetime.now().astimezone().tzinfo
+        assert zone is not None
+        return zone
 
 
 class Schedule:

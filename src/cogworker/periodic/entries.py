@@ -20,6 +20,7 @@ an extra key of the entry's schedule JSON, which Ruby ignores.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,13 +47,12 @@ class Entry:
     queue: str = DEFAULT_QUEUE
     schedule: Schedule = field(init=False, repr=False, compare=False)
 
+    pjid: str = field(init=False, compare=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "schedule", Schedule(self.cron))
-
-    @property
-    def pjid(self) -> str:
         text = f"{self.cron}|{self.job}|{wire.dumps(self.args)}"
-        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+        object.__setattr__(self, "pjid", hashlib.sha1(text.encode("utf-8")).hexdigest())
 
     @property
     def until_executed(self) -> bool:
@@ -126,7 +126,7 @@ class PeriodicSchedule:
             entry = Entry(
                 cron=f"{cron} {tz}" if tz else cron,
                 job=name,
-                args=checked,
+                args=copy.deepcopy(checked),
                 retry=retry,
                 unique=unique,
                 queue=queue,

@@ -15,6 +15,7 @@ lock) before a new slot is claimed.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import threading
@@ -131,13 +132,19 @@ class Ticker:
         due = self._due_entries(moment)
         if not due:
             return
-        disabled = self._disabled()
-        claims = [(entry, slot) for entry, slot in due if entry.pjid not in disabled]
-        for entry, slot in due:
-            if entry.pjid in disabled:
-                self._states[entry.pjid].checked_slot = slot  # skipped, not claimed
-        if claims:
-            self._claim_and_push(claims)
+        try:
+            disabled = self._disabled()
+            claims = [(entry, slot) for entry, slot in due if entry.pjid not in disabled]
+            for entry, slot in due:
+                if entry.pjid in disabled:
+                    self._states[entry.pjid].checked_slot = slot  # skipped, not claimed
+            if claims:
+                self._claim_and_push(claims)
+        except redis.RedisError as error:
+            if not redis_errors.is_unavailable(error):
+                raise
+            for entry, _ in due:  # Redis is down: look at these slots again in 5 s
+                self._failed(entry, error)
 
     def _due_entries(self, now: float) -> list[tuple[Entry, int]]:
         """Entries that reached a slot this process hasn't decided about (no Redis call)."""
@@ -241,7 +248,7 @@ class Ticker:
     def _push(self, entry: Entry, slot: int, jid: str, previous: str) -> None:
         item: dict[str, Any] = {
             "class": entry.job,
-            "args": entry.args,
+            "args": copy.deepcopy(entry.args),  # middleware may edit the payload in place
             "retry": entry.retry,
             "queue": entry.queue,
             "periodic_pjid": entry.pjid,
@@ -280,10 +287,17 @@ class Ticker:
             ROLLBACK(self._client, script_keys, [rollback.slot, rollback.previous, rollback.jid])
             self._rollbacks.pop((entry.pjid, rollback.slot), None)
         except redis.RedisError as error:
-            logger.error(
-                "%s: couldn't roll back slot %d (will retry): %s", entry.pjid, rollback.slot, error
-            )
-            self._rollbacks[(entry.pjid, rollback.slot)] = rollback
+            key = (entry.pjid, rollback.slot)
+            if key not in self._rollbacks or not redis_errors.is_unavailable(error):
+                logger.error(
+                    "%s: couldn't roll back slot %d (will retry): %s",
+                    entry.pjid,
+                    rollback.slot,
+                    error,
+                )
+            else:  # retries during an outage: collapsed into one line per outage
+                redis_errors.reporter.report("Periodic rollback", error)
+            self._rollbacks[key] = rollback
 
     def _retry_rollbacks(self) -> None:
         for rollback in list(self._rollbacks.values()):

@@ -1,0 +1,1010 @@
+"""The cron ticker in-process (failure-modes E75-E92): claims, rollbacks, backoff, disabled
+entries, races between tickers, catch-up, blocked slots, and the published schedule.
+
+Each test drives ``Ticker.tick(now)`` with an injected time; the ticker's own clock (its
+backoff and blocked-slot timers) is a fake that follows that time, so no test sleeps. Redis
+is real and faults are real: ACL revocation of one command, keys of the wrong type, a
+read-only replica, a stopped server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from conftest import wait_for
+from runtime_support import (
+    AclServer,
+    closing_pools,
+    command_calls,
+    commands_since,
+    private_config,
+    queue_jobs,
+    release,
+)
+
+import cogworker
+from cogworker import keys, locks, redis_errors, testing
+from cogworker.client import Client
+from cogworker.identity import new_identity
+from cogworker.periodic import admin
+from cogworker.periodic.entries import Entry
+from cogworker.redis_server import RedisServer
+from cogworker.worker import ticker as ticker_module
+from cogworker.worker.manager import Manager
+from cogworker.worker.ticker import Ticker
+
+T0 = 1_800_000_000  # a multiple of 3600: every */5 and per-second slot lines up with it
+EVERY_5_MIN = "*/5 * * * * UTC"
+EVERY_SECOND = "* * * * * * UTC"
+SEEN_LOCKS: list[tuple[str, list[str]]] = []  # (jid, running locks) seen inside perform
+
+
+class ReportJob(cogworker.Job):
+    name = "PTick::Report"
+
+    def perform(self, *args: Any) -> None:
+        pass
+
+
+class LockProbeJob(cogworker.Job):
+    """Records the running locks that exist while it performs (inline mode)."""
+
+    name = "PTick::LockProbe"
+
+    def perform(self) -> None:
+        client = cogworker.default_config().redis()
+        held = [str(client.get(key)) for key in client.keys(keys.PERIODIC_RUNNING_PREFIX + "*")]
+        SEEN_LOCKS.append((self.jid, held))
+
+
+class FakeClock:
+    """The ticker's ``time`` module: wall and monotonic time both follow ``now``."""
+
+    def __init__(self) -> None:
+        self.now = float(T0)
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from closing_pools(request)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state() -> Iterator[None]:
+    SEEN_LOCKS.clear()
+    locks.deferred.clear()
+    redis_errors.reporter.reset()
+    yield
+    locks.deferred.clear()
+    redis_errors.reporter.reset()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(ticker_module, "time", fake)
+    return fake
+
+
+class Ticking:
+    """Tickers over one config, each as a separate process would run it."""
+
+    def __init__(self, cfg: cogworker.Config, clock: FakeClock) -> None:
+        self.config = cfg
+        self.clock = clock
+
+    def ticker(self) -> Ticker:
+        return Ticker(Manager(self.config, new_identity()), threading.Event())
+
+    def tick(self, ticker: Ticker, at: float) -> None:
+        self.clock.now = at
+        ticker.tick(at)
+
+
+@pytest.fixture
+def ticking(config: cogworker.Config, clock: FakeClock) -> Ticking:
+    return Ticking(config, clock)
+
+
+@pytest.fixture
+def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
+    server = AclServer(redis_server_factory)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def acl_config(acl: AclServer) -> Iterator[cogworker.Config]:
+    """A config whose connections run as the ACL user ``acl`` can restrict."""
+    cfg = private_config(acl.worker_url)
+    try:
+        yield cfg
+    finally:
+        release(cfg)
+
+
+def register(cfg: cogworker.Config, cron: str = EVERY_5_MIN, **options: Any) -> Entry:
+    options.setdefault("args", ["r"])
+    return cfg.periodic.register(cron, ReportJob, **options)
+
+
+def lock_key(entry: Entry, slot: int) -> str:
+    return keys.periodic_lock(entry.pjid, slot)
+
+
+def last_slot(client: redis.Redis, entry: Entry) -> str | None:
+    value = client.get(keys.periodic_last_slot(entry.pjid))
+    return None if value is None else str(value)
+
+
+def running_lock(client: redis.Redis, entry: Entry) -> str | None:
+    value = client.get(keys.periodic_running(entry.pjid))
+    return None if value is None else str(value)
+
+
+def slots_queued(client: redis.Redis, queue: str = "default") -> list[int]:
+    return [job["periodic_slot"] for job in queue_jobs(client, queue)]
+
+
+def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records]
+
+
+def failures_logged(caplog: pytest.LogCaptureFixture, entry: Entry) -> list[str]:
+    return [m for m in messages(caplog) if m.startswith(f"Periodic tick: {entry.pjid} ")]
+
+
+# -- claim and enqueue ---------------------------------------------------------------------------
+
+
+def test_won_claim_enqueues_one_job_with_the_periodic_fields(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    plain = register(ticking.config, args=["plain"])
+    held = register(ticking.config, args=["held"], unique="until_executed", retry=3, queue="cron")
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 61)
+
+    [job] = queue_jobs(r, "default")
+    assert job["class"] == "PTick::Report" and job["args"] == ["plain"]
+    assert (job["periodic_pjid"], job["periodic_slot"], job["retry"]) == (plain.pjid, T0, 0)
+    assert "periodic_until_executed" not in job and "unique" not in job
+    [cron_job] = queue_jobs(r, "cron")
+    assert cron_job["periodic_until_executed"] is True
+    assert (cron_job["periodic_pjid"], cron_job["periodic_slot"], cron_job["retry"]) == (
+        held.pjid,
+        T0,
+        3,
+    )
+    assert "unique" not in cron_job
+    for entry in (plain, held):
+        assert last_slot(r, entry) == str(T0)
+        assert r.get(lock_key(entry, T0)) == "1"
+        assert 0 < r.ttl(lock_key(entry, T0)) <= 20
+    assert running_lock(r, plain) is None
+    assert running_lock(r, held) == cron_job["jid"]
+    assert 86_390 <= r.ttl(keys.periodic_running(held.pjid)) <= 86_400
+
+
+def test_claim_writes_the_running_lock_before_the_push(ticking: Ticking, r: redis.Redis) -> None:
+    """E75: the lock exists when the push happens (a client middleware looks at it)."""
+    entry = register(ticking.config, unique="until_executed")
+    seen: list[tuple[str, str | None]] = []
+
+    class Probe:
+        def __call__(
+            self,
+            job_class: str,
+            job: dict[str, Any],
+            queue: str,
+            client: redis.Redis,
+            call_next: Callable[[], None],
+        ) -> None:
+            seen.append((job["jid"], running_lock(r, entry)))
+            call_next()
+
+    ticking.config.client_middleware.add(Probe)
+    ticking.tick(ticking.ticker(), T0 + 1)
+    [job] = queue_jobs(r, "default")
+    assert seen == [(job["jid"], job["jid"])]
+
+
+def test_fast_job_run_inline_releases_the_lock_it_found_written(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    """E75: in inline mode the job runs inside the push; its lock must already be there for it
+    to release, so nothing is left holding the entry."""
+    entry = ticking.config.periodic.register(EVERY_5_MIN, LockProbeJob, unique="until_executed")
+    ticker = ticking.ticker()
+    with testing.inline():
+        ticking.tick(ticker, T0 + 1)
+    [(jid, seen)] = SEEN_LOCKS
+    assert seen == [jid]
+    assert running_lock(r, entry) is None
+    assert last_slot(r, entry) == str(T0)
+    with testing.inline():
+        ticking.tick(ticker, T0 + 301)  # not blocked by a leftover lock
+    assert len(SEEN_LOCKS) == 2
+
+
+def test_entry_queue_option_sends_the_job_there(ticking: Ticking, r: redis.Redis) -> None:
+    register(ticking.config, queue="reports")
+    ticking.tick(ticking.ticker(), T0 + 1)
+    assert slots_queued(r, "reports") == [T0]
+    assert r.llen(keys.queue("default")) == 0
+    assert r.sismember(keys.QUEUES, "reports")
+
+
+def test_script_cache_flush_is_survived(ticking: Ticking, r: redis.Redis) -> None:
+    register(ticking.config)
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+    r.script_flush()
+    ticking.tick(ticker, T0 + 301)
+    assert slots_queued(r) == [T0, T0 + 300]
+
+
+def test_client_middleware_changing_args_in_place_does_not_change_the_entry(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    """A client middleware may edit the payload it is given (e.g. tag the arguments); the
+    registered entry, its pjid and the next slot's payload must not change with it."""
+
+    class Tag:
+        def __call__(
+            self,
+            job_class: str,
+            job: dict[str, Any],
+            queue: str,
+            client: redis.Redis,
+            call_next: Callable[[], None],
+        ) -> None:
+            job["args"].append("tagged")
+            call_next()
+
+    entry = register(ticking.config, args=["a"])
+    pjid = entry.pjid
+    ticking.config.client_middleware.add(Tag)
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+    assert entry.args == ["a"] and entry.pjid == pjid
+    ticking.tick(ticker, T0 + 301)
+    assert [job["args"] for job in queue_jobs(r, "default")] == [["a", "tagged"]] * 2
+    assert [job["periodic_pjid"] for job in queue_jobs(r, "default")] == [pjid, pjid]
+
+
+# -- push failures and rollback ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("previous", [T0 - 300, None])
+def test_push_failure_rolls_back_and_the_slot_runs_on_a_later_tick(
+    acl: AclServer,
+    acl_config: cogworker.Config,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    previous: int | None,
+) -> None:
+    """E76: the claim is undone in one script (last_slot back to the previous slot, or
+    slot - 1 when there was none; slot lock deleted; running lock released)."""
+    ticking = Ticking(acl_config, clock)
+    entry = register(acl_config, unique="until_executed")
+    admin_client = acl.admin
+    if previous is not None:
+        admin_client.set(keys.periodic_last_slot(entry.pjid), previous)
+    acl.deny("lpush")
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+
+    assert admin_client.llen(keys.queue("default")) == 0
+    assert last_slot(admin_client, entry) == str(previous if previous is not None else T0 - 1)
+    assert admin_client.exists(lock_key(entry, T0)) == 0
+    assert running_lock(admin_client, entry) is None
+    [failure] = failures_logged(caplog, entry)
+    assert "failed (next try in 5s)" in failure and "NoPermissionError" in failure
+
+    acl.allow("lpush")
+    ticking.tick(ticker, T0 + 5.5)  # still backing off: nothing is tried
+    assert admin_client.llen(keys.queue("default")) == 0
+    ticking.tick(ticker, T0 + 6.5)
+    [job] = queue_jobs(admin_client, "default")
+    assert job["periodic_slot"] == T0
+    assert last_slot(admin_client, entry) == str(T0)
+    assert running_lock(admin_client, entry) == job["jid"]
+    ticking.tick(ticker, T0 + 12)
+    assert admin_client.llen(keys.queue("default")) == 1
+
+
+class StopServerOnPush:
+    """Client middleware: the Redis server goes down while the push is on its way."""
+
+    def __init__(self, server: RedisServer, once: list[bool]) -> None:
+        self.server = server
+        self.once = once
+
+    def __call__(
+        self,
+        job_class: str,
+        job: dict[str, Any],
+        queue: str,
+        client: redis.Redis,
+        call_next: Callable[[], None],
+    ) -> None:
+        if not self.once:
+            self.once.append(True)
+            self.server.stop()
+        call_next()
+
+
+def test_rollback_failing_while_redis_is_down_is_retried_before_the_slot(
+    redis_server_factory: Callable[..., RedisServer],
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """E78: the rollback is kept in memory and retried at the start of the next tick, so the
+    slot (still recorded as claimed in the persisted data) runs once Redis is back."""
+    server = redis_server_factory(config_lines=["appendonly yes", "appendfsync always"])
+    cfg = private_config(server.url)
+    admin_client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        ticking = Ticking(cfg, clock)
+        entry = register(cfg, unique="until_executed")
+        cfg.client_middleware.add(StopServerOnPush, server, [])
+        ticker = ticking.ticker()
+        ticking.tick(ticker, T0 + 1)
+        assert any(f"couldn't roll back slot {T0} (will retry)" in m for m in messages(caplog))
+        assert any("Periodic tick: Redis unavailable" in m for m in messages(caplog))
+
+        server.start()  # the claim survived the restart: last_slot is this slot
+        admin_client.connection_pool.disconnect()
+        assert last_slot(admin_client, entry) == str(T0)
+        ticking.tick(ticker, T0 + 6.5)  # unavailability: no backoff beyond 5 s
+        [job] = queue_jobs(admin_client, "default")
+        assert job["periodic_slot"] == T0
+        assert running_lock(admin_client, entry) == job["jid"]
+        ticking.tick(ticker, T0 + 12)
+        assert admin_client.llen(keys.queue("default")) == 1
+    finally:
+        admin_client.close()
+        release(cfg)
+
+
+class ConcurrentWrites:
+    """Client middleware: another party rewrites the entry's keys (from its own connection)
+    while our push is on its way."""
+
+    def __init__(self, admin_client: redis.Redis, writes: Callable[[redis.Redis], None]) -> None:
+        self.admin = admin_client
+        self.writes = writes
+
+    def __call__(
+        self,
+        job_class: str,
+        job: dict[str, Any],
+        queue: str,
+        client: redis.Redis,
+        call_next: Callable[[], None],
+    ) -> None:
+        self.writes(self.admin)
+        call_next()
+
+
+def test_rollback_never_moves_last_slot_back_past_a_later_slot(
+    acl: AclServer, acl_config: cogworker.Config, clock: FakeClock
+) -> None:
+    """E79: another process claimed a later slot meanwhile: it stays."""
+    ticking = Ticking(acl_config, clock)
+    entry = register(acl_config, unique="until_executed")
+    later = T0 + 300
+    acl_config.client_middleware.add(
+        ConcurrentWrites,
+        acl.admin,
+        lambda c: c.set(keys.periodic_last_slot(entry.pjid), later),
+    )
+    acl.deny("lpush")
+    ticking.tick(ticking.ticker(), T0 + 1)
+    assert last_slot(acl.admin, entry) == str(later)
+    assert acl.admin.exists(lock_key(entry, T0)) == 0
+    assert running_lock(acl.admin, entry) is None
+
+
+def test_rollback_with_wrong_typed_keys_counts_as_done(
+    acl: AclServer,
+    acl_config: cogworker.Config,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """E80: last_slot and the running lock became lists: the rollback still completes (slot
+    lock deleted), is not kept for retrying, and the entry claims again once they are fixed."""
+    ticking = Ticking(acl_config, clock)
+    entry = register(acl_config, unique="until_executed")
+
+    def break_keys(c: redis.Redis) -> None:
+        c.delete(keys.periodic_last_slot(entry.pjid), keys.periodic_running(entry.pjid))
+        c.rpush(keys.periodic_last_slot(entry.pjid), "x")
+        c.rpush(keys.periodic_running(entry.pjid), "x")
+
+    acl_config.client_middleware.add(ConcurrentWrites, acl.admin, break_keys)
+    acl.deny("lpush")
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+    assert acl.admin.exists(lock_key(entry, T0)) == 0
+    assert not any("couldn't roll back" in m for m in messages(caplog))
+    assert ticker._rollbacks == {}
+
+    acl_config.client_middleware.remove(ConcurrentWrites)
+    acl.admin.delete(keys.periodic_last_slot(entry.pjid), keys.periodic_running(entry.pjid))
+    acl.allow("lpush")
+    ticking.tick(ticker, T0 + 7)
+    assert slots_queued(acl.admin) == [T0]
+    assert not any("couldn't roll back" in m for m in messages(caplog))
+
+
+def test_fractional_unique_lock_ttl_is_rounded_up(ticking: Ticking, r: redis.Redis) -> None:
+    """E81."""
+    ticking.config.unique_lock_ttl = 3600.5
+    entry = register(ticking.config, unique="until_executed")
+    ticking.tick(ticking.ticker(), T0 + 1)
+    assert slots_queued(r) == [T0]
+    assert 3599 <= r.ttl(keys.periodic_running(entry.pjid)) <= 3601
+
+
+def test_client_middleware_changing_the_jid_is_warned_about(
+    ticking: Ticking, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """E82: the lock keeps the ticker's jid and expires on queued_ttl."""
+
+    class NewJid:
+        def __call__(
+            self,
+            job_class: str,
+            job: dict[str, Any],
+            queue: str,
+            client: redis.Redis,
+            call_next: Callable[[], None],
+        ) -> None:
+            job["jid"] = "f" * 24
+            call_next()
+
+    ticking.config.client_middleware.add(NewJid)
+    entry = register(ticking.config, unique="until_executed")
+    ticking.tick(ticking.ticker(), T0 + 1)
+    [job] = queue_jobs(r, "default")
+    assert job["jid"] == "f" * 24
+    original = running_lock(r, entry)
+    assert original is not None and original != job["jid"]
+    assert 86_390 <= r.ttl(keys.periodic_running(entry.pjid)) <= 86_400
+    warning = (
+        f"periodic {entry.pjid}: a client middleware changed the job's jid ({original} -> "
+        f"{'f' * 24}); its running lock won't be released by the job and keeps the entry "
+        "closed for up to 86400s"
+    )
+    assert warning in messages(caplog)
+
+
+def test_push_stopped_by_a_middleware_releases_the_running_lock(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    """E83."""
+
+    class Skip:
+        def __call__(
+            self,
+            job_class: str,
+            job: dict[str, Any],
+            queue: str,
+            client: redis.Redis,
+            call_next: Callable[[], None],
+        ) -> None:
+            pass
+
+    ticking.config.client_middleware.add(Skip)
+    entry = register(ticking.config, unique="until_executed")
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+    assert r.llen(keys.queue("default")) == 0
+    assert running_lock(r, entry) is None
+    assert last_slot(r, entry) == str(T0)
+    ticking.config.client_middleware.remove(Skip)
+    ticking.tick(ticker, T0 + 301)  # not blocked
+    assert slots_queued(r) == [T0 + 300]
+
+
+# -- failures, backoff, unavailability -------------------------------------------------------------
+
+
+def test_failing_entry_backs_off_exponentially_and_others_keep_firing(
+    ticking: Ticking, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """E84: one entry's claim fails (its last_slot is a hash); the other entry fires every
+    slot; the failing one is retried after 5, 10, 20 ... 300, 300 s, and a success resets it."""
+    broken = register(ticking.config, args=["broken"])
+    register(ticking.config, args=["healthy"])
+    r.hset(keys.periodic_last_slot(broken.pjid), "oops", "1")
+    ticker = ticking.ticker()
+    now = T0 + 1.0
+    ticking.tick(ticker, now)
+    delays = [5, 10, 20, 40, 80, 160, 300, 300]
+    for expected, following in zip(delays, [*delays[1:], 300], strict=True):
+        assert (
+            failures_logged(caplog, broken)[-1]
+            .split("(next try in ")[1]
+            .startswith(f"{expected}s)")
+        )
+        logged = len(failures_logged(caplog, broken))
+        ticking.tick(ticker, now + expected - 0.5)  # too early: not tried
+        assert len(failures_logged(caplog, broken)) == logged
+        now += expected
+        ticking.tick(ticker, now)
+        assert len(failures_logged(caplog, broken)) == logged + 1
+        assert f"next try in {following}s" in failures_logged(caplog, broken)[-1]
+    assert "WRONGTYPE" in failures_logged(caplog, broken)[-1]
+    assert "(*/5 * * * * UTC)" in failures_logged(caplog, broken)[-1]
+    # the healthy entry got every slot the ticks crossed, once each
+    crossed = sorted({T0 + 300 * int((t - T0) // 300) for t in _tick_times(delays)})
+    assert sorted(job["periodic_slot"] for job in queue_jobs(r, "default")) == crossed
+    assert {job["args"][0] for job in queue_jobs(r, "default")} == {"healthy"}
+
+    # repaired: its next try succeeds, and the backoff starts over at 5 s
+    r.delete(keys.periodic_last_slot(broken.pjid))
+    now += 300
+    ticking.tick(ticker, now)
+    assert [
+        job["periodic_slot"] for job in queue_jobs(r, "default") if job["args"] == ["broken"]
+    ] == [T0 + 300 * int((now - T0) // 300)]
+    r.delete(keys.periodic_last_slot(broken.pjid))
+    r.hset(keys.periodic_last_slot(broken.pjid), "oops", "1")
+    now = (now // 300 + 1) * 300 + 1
+    ticking.tick(ticker, now)
+    assert "next try in 5s" in failures_logged(caplog, broken)[-1]
+
+
+def _tick_times(delays: list[int]) -> list[float]:
+    now, times = T0 + 1.0, [T0 + 1.0]
+    for delay in delays:
+        times += [now + delay - 0.5, now + delay]
+        now += delay
+    return times
+
+
+def test_read_only_redis_is_unavailability_retried_every_5s_without_backoff(
+    redis_server_factory: Callable[..., RedisServer],
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """E84/E91: READONLY (a replica) counts as unavailable: one outage line, a try every 5 s,
+    no backoff; a tick with nothing to do doesn't announce a recovery; the first success does."""
+    server = redis_server_factory()
+    master = redis_server_factory()
+    cfg = private_config(server.url)
+    admin_client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        entry = register(cfg)
+        ticking = Ticking(cfg, clock)
+        ticker = ticking.ticker()
+        admin_client.execute_command("REPLICAOF", "127.0.0.1", str(master.port))
+        for offset in (1, 6, 11, 16):
+            ticking.tick(ticker, T0 + offset)
+            ticking.tick(ticker, T0 + offset + 2)  # nothing due: must not claim "recovered"
+            assert not any("available again" in m for m in messages(caplog))
+        outage = [m for m in messages(caplog) if m.startswith("Periodic tick: Redis unavailable")]
+        assert len(outage) == 1 and "ReadOnlyError" in outage[0]
+        assert failures_logged(caplog, entry) == []  # no backoff report
+
+        admin_client.execute_command("REPLICAOF", "NO", "ONE")
+        ticking.tick(ticker, T0 + 21)
+        assert slots_queued(admin_client) == [T0]
+        recovered = [m for m in messages(caplog) if "available again" in m]
+        assert len(recovered) == 1
+        assert recovered[0].startswith("Periodic tick: Redis available again after 4 error(s)")
+    finally:
+        admin_client.close()
+        release(cfg)
+
+
+def test_redis_down_at_a_fire_time_the_slot_is_retried_within_5s(
+    redis_server_factory: Callable[..., RedisServer],
+    clock: FakeClock,
+) -> None:
+    """Unavailability is retried in 5 s (spec §3.3), also when Redis is already unreachable
+    when the ticker reads ``periodic:disabled`` and sends the claims: the slot must not wait
+    for the entry's next fire time (300 s later, when it is no longer the slot)."""
+    server = redis_server_factory()
+    cfg = private_config(server.url)
+    admin_client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        register(cfg)
+        ticking = Ticking(cfg, clock)
+        ticker = ticking.ticker()
+        server.stop()
+        # if this raises, the thread logs "Periodic tick failed" and goes on: judged by the
+        # outcome, the slot
+        with contextlib.suppress(redis.ConnectionError):
+            ticking.tick(ticker, T0 + 1)
+        server.start()
+        admin_client.connection_pool.disconnect()
+        ticking.tick(ticker, T0 + 6.5)
+        assert slots_queued(admin_client) == [T0]
+    finally:
+        admin_client.close()
+        release(cfg)
+
+
+# -- disabled entries ------------------------------------------------------------------------------
+
+
+def test_unreadable_disabled_set_is_treated_as_enabled(
+    ticking: Ticking, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """E86."""
+    register(ticking.config)
+    r.set(keys.PERIODIC_DISABLED, "not a set")
+    ticking.tick(ticking.ticker(), T0 + 1)
+    assert slots_queued(r) == [T0]
+    [line] = [m for m in messages(caplog) if "periodic:disabled" in m]
+    assert "can't read periodic:disabled" in line and "as enabled" in line
+
+
+def test_disabled_entry_claims_nothing_and_re_enabling_does_not_burst(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    """E87 with the admin helpers."""
+    entry = register(ticking.config, unique="until_executed")
+    other = register(ticking.config, args=["other"])
+    r.set(keys.periodic_last_slot(entry.pjid), T0 - 300)
+    admin.disable(r, entry.pjid)
+    first = ticking.ticker()
+    ticking.tick(first, T0 + 1)
+    assert slots_queued(r) == [T0]  # only the other entry
+    assert [job["periodic_pjid"] for job in queue_jobs(r, "default")] == [other.pjid]
+    assert last_slot(r, entry) == str(T0 - 300)
+    assert running_lock(r, entry) is None
+    assert r.exists(lock_key(entry, T0)) == 0
+    ticking.tick(first, T0 + 301)
+    assert last_slot(r, entry) == str(T0 - 300)
+
+    admin.enable(r, entry.pjid)
+    ticking.tick(first, T0 + 302)  # this process already decided about this slot
+    assert [job["periodic_pjid"] for job in queue_jobs(r, "default")].count(entry.pjid) == 0
+    second = ticking.ticker()  # a process that hasn't checked it yet may still claim it
+    ticking.tick(second, T0 + 303)
+    ticking.tick(first, T0 + 304)
+    mine = [job for job in queue_jobs(r, "default") if job["periodic_pjid"] == entry.pjid]
+    assert [job["periodic_slot"] for job in mine] == [T0 + 300]
+    assert last_slot(r, entry) == str(T0 + 300)
+
+
+# -- races, catch-up -------------------------------------------------------------------------------
+
+
+def test_two_tickers_racing_enqueue_every_slot_exactly_once(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    """E88: two processes tick at the same moments, concurrently, for 40 per-second slots."""
+    register(ticking.config, EVERY_SECOND, unique="until_executed")
+    plain = register(ticking.config, EVERY_SECOND, args=["plain"])
+    tickers = [ticking.ticker(), ticking.ticker()]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+    release_lock = threading.Lock()
+
+    def run(ticker: Ticker) -> None:
+        try:
+            for second in range(40):
+                barrier.wait(10)
+                if ticker is tickers[0]:
+                    ticking.clock.now = T0 + second + 0.5
+                barrier.wait(10)
+                ticker.tick(T0 + second + 0.5)
+                barrier.wait(10)
+                if ticker is tickers[0]:
+                    with release_lock:  # the job "ran": its lock goes (as the worker would)
+                        for job in queue_jobs(r, "default"):
+                            if job.get("periodic_until_executed"):
+                                locks.delete_if_owned(
+                                    r, keys.periodic_running(job["periodic_pjid"]), job["jid"]
+                                )
+        except BaseException as error:
+            errors.append(error)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(ticker,)) for ticker in tickers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    jobs = queue_jobs(r, "default")
+    for pjid in {job["periodic_pjid"] for job in jobs}:
+        slots = sorted(job["periodic_slot"] for job in jobs if job["periodic_pjid"] == pjid)
+        assert slots == [T0 + second for second in range(40)], pjid
+    assert len(jobs) == 80
+    assert plain.pjid in {job["periodic_pjid"] for job in jobs}
+
+
+def test_same_ticker_same_slot_enqueues_once(ticking: Ticking, r: redis.Redis) -> None:
+    register(ticking.config)
+    ticker = ticking.ticker()
+    for offset in (1, 2, 100, 299.9):
+        ticking.tick(ticker, T0 + offset)
+    assert slots_queued(r) == [T0]
+
+
+def test_cold_start_without_catch_up_primes_even_with_two_racing_tickers(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    """E89: nothing is enqueued for the current slot; both processes have decided (their next
+    tick in the slot sends nothing); the next slot fires exactly once."""
+    ticking.config.periodic_catch_up = False
+    entry = register(ticking.config, unique="until_executed")
+    tickers = [ticking.ticker(), ticking.ticker()]
+    ticking.clock.now = T0 + 1
+    barrier = threading.Barrier(2)
+    threads = [
+        threading.Thread(target=lambda t=ticker: (barrier.wait(10), t.tick(T0 + 1)))
+        for ticker in tickers
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert r.llen(keys.queue("default")) == 0
+    assert last_slot(r, entry) == str(T0)
+    assert running_lock(r, entry) is None
+    assert r.exists(lock_key(entry, T0)) == 0
+
+    before = command_calls(r)
+    for ticker in tickers:
+        ticking.tick(ticker, T0 + 2)
+    assert commands_since(r, before) == {}
+
+    for ticker in tickers:
+        ticking.tick(ticker, T0 + 301)
+    assert slots_queued(r) == [T0 + 300]
+
+
+def test_without_catch_up_an_entry_with_a_last_slot_still_catches_up_once(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    ticking.config.periodic_catch_up = False
+    entry = register(ticking.config)
+    r.set(keys.periodic_last_slot(entry.pjid), T0 - 3000)
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+    ticking.tick(ticking.ticker(), T0 + 2)
+    assert slots_queued(r) == [T0]
+
+
+def test_with_catch_up_a_fresh_redis_fires_every_entry_once(
+    ticking: Ticking, r: redis.Redis
+) -> None:
+    register(ticking.config, args=["a"])
+    register(ticking.config, "0 0 1 1 * UTC", args=["yearly"])
+    ticking.tick(ticking.ticker(), T0 + 1)
+    assert sorted(slots_queued(r)) == [1798761600, T0]  # 2027-01-01T00:00Z and this slot
+
+
+# -- blocked slots ---------------------------------------------------------------------------------
+
+
+def test_blocked_slot_fires_once_the_lock_is_gone(ticking: Ticking, r: redis.Redis) -> None:
+    """E90: not recorded while blocked (last_slot unchanged), tried again, fired when free."""
+    entry = register(ticking.config, unique="until_executed")
+    r.set(keys.periodic_running(entry.pjid), "previous-run")
+    ticker = ticking.ticker()
+    ticking.tick(ticker, T0 + 1)
+    ticking.tick(ticker, T0 + 2.5)
+    assert r.llen(keys.queue("default")) == 0
+    assert last_slot(r, entry) is None
+    assert r.exists(lock_key(entry, T0)) == 0
+    r.delete(keys.periodic_running(entry.pjid))
+    ticking.tick(ticker, T0 + 4)
+    [job] = queue_jobs(r, "default")
+    assert job["periodic_slot"] == T0 and running_lock(r, entry) == job["jid"]
+
+
+def test_blocked_slot_is_skipped_after_15s(ticking: Ticking, r: redis.Redis) -> None:
+    entry = register(ticking.config, unique="until_executed")
+    r.set(keys.periodic_running(entry.pjid), "previous-run")
+    ticker = ticking.ticker()
+    for offset in range(1, 16):
+        ticking.tick(ticker, T0 + offset)
+    assert ticker._states[entry.pjid].checked_slot is None  # still being retried
+    ticking.tick(ticker, T0 + 16.5)  # 15.5 s after it was first found blocked
+    r.delete(keys.periodic_running(entry.pjid))
+    before = command_calls(r)
+    ticking.tick(ticker, T0 + 20)
+    assert commands_since(r, before) == {}  # decided: skipped
+    assert r.llen(keys.queue("default")) == 0
+    ticking.tick(ticker, T0 + 301)
+    assert slots_queued(r) == [T0 + 300]
+
+
+def test_own_deferred_release_runs_before_claiming(ticking: Ticking, r: redis.Redis) -> None:
+    """E90: a release this process couldn't send earlier lands first, so the slot isn't
+    blocked by our own stale lock."""
+    entry = register(ticking.config, unique="until_executed")
+    r.set(keys.periodic_running(entry.pjid), "finished-run")
+    locks.deferred.add(keys.periodic_running(entry.pjid), "finished-run")
+    ticking.tick(ticking.ticker(), T0 + 1)
+    [job] = queue_jobs(r, "default")
+    assert job["periodic_slot"] == T0 and running_lock(r, entry) == job["jid"]
+    assert len(locks.deferred) == 0
+
+
+# -- a tick with nothing to do ---------------------------------------------------------------------
+
+
+def test_tick_without_a_new_slot_sends_no_command_and_logs_nothing(
+    redis_server_factory: Callable[..., RedisServer],
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """E91."""
+    server = redis_server_factory()
+    cfg = private_config(server.url)
+    admin_client = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        register(cfg, args=["a"])
+        register(cfg, "*/10 * * * * UTC", args=["b"], unique="until_executed")
+        ticking = Ticking(cfg, clock)
+        ticker = ticking.ticker()
+        ticking.tick(ticker, T0 + 1)
+        assert admin_client.llen(keys.queue("default")) == 2
+        caplog.clear()
+        caplog.set_level(logging.DEBUG)
+        before = command_calls(admin_client)
+        for offset in (1.5, 2, 60, 299.999):
+            ticking.tick(ticker, T0 + offset)
+        assert commands_since(admin_client, before) == {}
+        assert caplog.records == []
+        ticking.tick(ticker, T0 + 300)
+        assert commands_since(admin_client, before) != {}
+        assert admin_client.llen(keys.queue("default")) == 3
+    finally:
+        admin_client.close()
+        release(cfg)
+
+
+# -- the published schedule, the thread ------------------------------------------------------------
+
+
+def published(r: redis.Redis) -> dict[str, dict[str, Any]]:
+    return {str(k): json.loads(v) for k, v in r.hgetall(keys.PERIODIC_SCHEDULE).items()}
+
+
+def test_start_publishes_the_entries_and_replace_publishes_exactly_them(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    r.hset(keys.PERIODIC_SCHEDULE, "stale", json.dumps({"cron": "@daily", "class": "Old"}))
+    plain = register(config, args=["p"])
+    queued = register(
+        config,
+        "0 9 * * * Europe/Berlin",
+        args=[1, 2.0],
+        unique="until_executed",
+        retry=2,
+        queue="cron",
+    )
+    first = Ticker(Manager(config, new_identity()), threading.Event())
+    first.start()
+    first.stop()
+    assert set(published(r)) == {"stale", plain.pjid, queued.pjid}
+
+    config.periodic.replace = True
+    second = Ticker(Manager(config, new_identity()), threading.Event())
+    second.start()
+    second.stop()
+    values = published(r)
+    assert set(values) == {plain.pjid, queued.pjid}
+    assert values[plain.pjid] == {
+        "cron": EVERY_5_MIN,
+        "class": "PTick::Report",
+        "retry": 0,
+        "unique": None,
+        "args": ["p"],
+    }
+    assert values[queued.pjid] == {
+        "cron": "0 9 * * * Europe/Berlin",
+        "class": "PTick::Report",
+        "retry": 2,
+        "unique": "until_executed",
+        "args": [1, 2.0],
+        "queue": "cron",
+    }
+    assert r.hget(keys.PERIODIC_SCHEDULE, queued.pjid) == (
+        '{"cron":"0 9 * * * Europe/Berlin","class":"PTick::Report","retry":2,'
+        '"unique":"until_executed","args":[1,2.0],"queue":"cron"}'
+    )
+
+
+def test_replace_with_no_entries_empties_the_published_schedule(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    r.hset(keys.PERIODIC_SCHEDULE, "stale", "{}")
+    config.periodic.replace = True
+    ticker = Ticker(Manager(config, new_identity()), threading.Event())
+    ticker.start()
+    ticker.stop()
+    assert r.exists(keys.PERIODIC_SCHEDULE) == 0
+
+
+def test_publish_failure_is_logged_and_the_thread_ticks_once_ready(
+    config: cogworker.Config, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """E85, on the real thread and clock: the schedule can't be written (wrong type), the
+    error is logged, and once the process is ready a per-second entry fires."""
+    r.set(keys.PERIODIC_SCHEDULE, "not a hash")
+    register(config, EVERY_SECOND)
+    ready = threading.Event()
+    ticker = Ticker(Manager(config, new_identity()), ready)
+    ticker.start()
+    try:
+        assert any(m.startswith("Periodic schedule not published: ") for m in messages(caplog))
+        assert r.llen(keys.queue("default")) == 0  # not ready: no tick
+        ready.set()
+        wait_for(lambda: r.llen(keys.queue("default")) >= 2, timeout=5)
+    finally:
+        ticker.stop()
+    slots = slots_queued(r)
+    assert len(set(slots)) == len(slots)
+
+
+# -- admin -----------------------------------------------------------------------------------------
+
+
+def test_admin_entries_disable_enable_and_run_now(config: cogworker.Config, r: redis.Redis) -> None:
+    plain = register(config, args=["p"], retry=4, queue="reports")
+    zoned = register(config, "0 9 * * * Europe/Berlin", args=["z"], unique="until_executed")
+    ticker = Ticker(Manager(config, new_identity()), threading.Event())
+    ticker.start()
+    ticker.stop()
+    r.hset(
+        keys.PERIODIC_SCHEDULE,
+        "f" * 40,
+        json.dumps(
+            {"cron": "0 0 * * * &", "class": "Ruby::Only", "retry": 0, "unique": None, "args": []}
+        ),
+    )
+    r.set(keys.periodic_last_slot(plain.pjid), T0)
+    admin.disable(r, zoned.pjid)
+
+    found = {entry.pjid: entry for entry in admin.entries(r)}
+    assert set(found) == {plain.pjid, zoned.pjid, "f" * 40}
+    assert (found[plain.pjid].job, found[plain.pjid].queue, found[plain.pjid].retry) == (
+        "PTick::Report",
+        "reports",
+        4,
+    )
+    assert found[plain.pjid].last_slot == T0 and not found[plain.pjid].disabled
+    assert found[zoned.pjid].disabled and found[zoned.pjid].last_slot is None
+    assert found[zoned.pjid].unique == "until_executed"
+    next_run = found[zoned.pjid].next_run
+    assert next_run is not None and zoned.schedule.slot(next_run) == next_run
+    assert found["f" * 40].next_run is None  # a cron this process can't read
+    admin.enable(r, zoned.pjid)
+    assert not any(entry.disabled for entry in admin.entries(r))
+
+    client = Client(config)
+    jid = admin.run_now(client, plain.pjid)
+    [job] = queue_jobs(r, "reports")
+    assert job["jid"] == jid and job["args"] == ["p"] and job["retry"] == 4
+    assert not any(key.startswith("periodic_") for key in job)
+    assert r.exists(keys.periodic_running(plain.pjid)) == 0
+    assert last_slot(r, plain) == str(T0)
+    with pytest.raises(KeyError):
+        admin.run_now(client, "0" * 40)
