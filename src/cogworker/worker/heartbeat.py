@@ -126,6 +126,8 @@ class Heartbeat:
             redis_errors.reporter.report("Heartbeat", error)
             return False
         previous_failed, self.beat_failed = self.beat_failed, False
+        if previous_failed:
+            self.manager.beats_resumed_at = time.monotonic()
         redis_errors.reporter.recovered("Heartbeat")
         self._keep_locks_alive(retake=previous_failed)
         try:

@@ -57,6 +57,7 @@ class Manager:
         self._performing: Counter[str] = Counter()
         self._pending: dict[str, Settlement] = {}
         self._busy = 0
+        self.beats_resumed_at: float | None = None  # set when beats succeed again after failing
         self._fetcher = threading.Thread(target=self._dispatch, name="fetcher", daemon=True)
 
     # -- fetch strategy ----------------------------------------------------------------------

@@ -140,16 +140,23 @@ class Scheduler:
             redis_errors.reporter.recovered(site)
 
     def orphan_check(self) -> None:
+        resumed = self.manager.beats_resumed_at
+        settle = 2 * self.config.heartbeat_interval
+        if resumed is not None and time.monotonic() - resumed < settle:
+            # our beats just came back after an outage, and so do everyone else's: give the
+            # others two beats to reappear before judging them dead
+            self._next_orphan_check = resumed + settle
+            return
         self._next_orphan_check = time.monotonic() + self.config.orphan_check_interval
         reliable = self.config.fetch == "reliable"
         try:
             report = recovery.recover_orphans(self.manager, scan=reliable and not self._scanned)
         except redis.RedisError as error:
             if redis_errors.is_unavailable(error):
-                self._next_orphan_check = time.monotonic() + RETRY_AFTER_LOST_CONNECTION
+                self._next_orphan_check = time.monotonic() + self._after_lost_connection()
             raise
         if report.connection_lost:
-            self._next_orphan_check = time.monotonic() + RETRY_AFTER_LOST_CONNECTION
+            self._next_orphan_check = time.monotonic() + self._after_lost_connection()
             return
         if self.manager.fetch_mode == "reliable":
             self._guarded("Reconcile", self._reconcile)
@@ -157,6 +164,11 @@ class Scheduler:
             self._scanned = True
         if report.registry_read or report.scanned:
             self.recovered_once.set()
+
+    def _after_lost_connection(self) -> float:
+        # after an outage every process's last beat is old: give the others two beats to
+        # reappear before judging them dead, or their running jobs would be taken
+        return max(RETRY_AFTER_LOST_CONNECTION, 2 * self.config.heartbeat_interval)
 
     def _reconcile(self) -> None:
         self._strays = recovery.reconcile(self.manager, self._strays)
