@@ -154,15 +154,6 @@ def plant_orphan(r: redis.Redis, identity: str, raws: list[str], *, beat_age: in
     r.hset(keys.LAST_BEAT, identity, str(redis_time(r) - beat_age))
 
 
-def paused_scripts(admin: redis.Redis) -> int:
-    """How many clients are held by CLIENT PAUSE in the middle of sending a script."""
-    return sum(
-        1
-        for client in admin.client_list()
-        if client.get("cmd") in ("evalsha", "eval") and "b" in str(client.get("flags"))
-    )
-
-
 class HoldAt(logging.Handler):
     """A log handler that holds the thread logging a message containing ``fragment`` at a
     Gate: a way to stop a processor thread at an exact point of its work (say right after

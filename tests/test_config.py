@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "log_level": "INFO",
     "environment": "development",
     "tag": None,
+    "max_memory": None,
 }
 
 
@@ -119,6 +120,8 @@ BAD: list[tuple[str, Any]] = [
     ("environment", ""),
     ("environment", None),
     ("tag", 5),
+    ("max_memory", 0),
+    ("max_memory", "512MB"),
     ("client_middleware", []),
     ("client_middleware", Chain),
     ("server_middleware", None),

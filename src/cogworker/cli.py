@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import redis
 
 from cogworker import __version__, admin_cli, config_file, connection, logs, proctitle, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
@@ -290,6 +291,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(error.exit_code)
     except (ConfigError, AppLoadError, PeriodicError) as error:
         click.echo(f"cogworker: {error}", err=True)
+        sys.exit(1)
+    except redis.RedisError as error:
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        click.echo(f"cogworker: Redis error: {detail}", err=True)
         sys.exit(1)
 
 

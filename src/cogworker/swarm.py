@@ -106,7 +106,9 @@ class Swarm:
                 self.run_child(slot.index)
                 status = 0
             except SystemExit as done:
-                status = done.code if isinstance(done.code, int) else 1
+                status = (
+                    done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+                )
             except BaseException:
                 logger.exception("swarm child slot=%d crashed", slot.index)
             finally:
@@ -208,17 +210,19 @@ class Swarm:
             logger.info("swarm: child pid=%s slot=%d exited", pid, slot.index)
             return
         uptime = self.clock() - slot.started
+        code = os.waitstatus_to_exitcode(status)
+        how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         if slot.replacing:
             slot.streak, delay = 0, 0.0
         else:
             slot.streak = slot.streak + 1 if uptime < HEALTHY_UPTIME else 0
             delay = respawn_delay(slot.streak)
             logger.warning(
-                "swarm: child pid=%s slot=%d exited unexpectedly (status %d) after %.1fs, "
+                "swarm: child pid=%s slot=%d exited unexpectedly (%s) after %.1fs, "
                 "respawning in %.0fs",
                 pid,
                 slot.index,
-                status,
+                how,
                 uptime,
                 delay,
             )

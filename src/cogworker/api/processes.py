@@ -89,10 +89,13 @@ class ProcessSet:
             pipe.hgetall(keys.process(identity))
         pipe.hmget(keys.LAST_BEAT, identities)
         *hashes, stamps = pipe.execute()
-        stale = []
+        stale = [
+            identity for identity, fields in zip(identities, hashes, strict=True) if not fields
+        ]
+        if stale:  # before yielding: a caller may stop early
+            self.client.srem(keys.PROCESSES, *stale)
         for identity, fields, stamp in zip(identities, hashes, stamps, strict=True):
             if not fields:
-                stale.append(identity)
                 continue
             try:
                 info = wire.loads(fields.get("info") or "{}")
@@ -106,8 +109,6 @@ class ProcessSet:
                 quiet=fields.get("quiet") == "true",
                 last_beat=_int(fields.get("beat")) or _int(stamp),
             )
-        if stale:
-            self.client.srem(keys.PROCESSES, *stale)
 
     def find(self, identity: str) -> Process | None:
         return next((process for process in self if process.identity == identity), None)
