@@ -6,7 +6,7 @@ Creates ``.venv`` on first use and installs the project with its dev extras into
 
     python3 dev.py test [PYTEST ARGS]   ruff, mypy --strict, then the whole pytest suite
     python3 dev.py demo                 a worker and some jobs on a private Redis
-    python3 dev.py bench [NAME]         the benchmarks under bench/
+    python3 dev.py bench [NAME ...]     the benchmarks under bench/ (chaos: fault injection)
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 STAMP = VENV / ".cogworker-installed"
+# what `dev.py bench` runs by default; `dev.py bench chaos` runs the fault-injection suite
+BENCHMARKS = ("enqueue", "worker", "periodic", "api")
 
 
 def run(*command: str | Path) -> None:
@@ -64,11 +66,10 @@ def main(argv: list[str]) -> None:
     elif task == "demo":
         run(PYTHON, "-m", "cogworker", "demo", *rest)
     else:
-        scripts = sorted((ROOT / "bench").glob("*.py"))
-        for script in scripts:
-            if not rest or script.stem in rest:
-                print(f"dev.py: bench/{script.name}", flush=True)
-                run(PYTHON, script)
+        names = rest or list(BENCHMARKS)
+        for name in names:
+            print(f"dev.py: bench/{name}.py", flush=True)
+            run(PYTHON, ROOT / "bench" / f"{name}.py")
 
 
 if __name__ == "__main__":

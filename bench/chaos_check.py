@@ -1,0 +1,877 @@
+"""The checker of bench/chaos.py: reads what a chaos run left in its work directory and judges it.
+
+    .venv/bin/python bench/chaos_check.py WORKDIR     (re-check a run kept with --keep or failed)
+
+It trusts only what the driver and the jobs wrote outside the Redis under test:
+
+* ``pushes.log``     every push: ``I`` before it is sent, then ``C`` (confirmed) or ``U`` (raised:
+                     unknown outcome, never re-sent)
+* ``exec-<pid>.log`` every execution's start and end, fsynced per line (see chaos_jobs.py)
+* ``procs.json``     every worker process: when it started, how it ended (kill -9, TERM, ...)
+* ``faults.json``    every fault injected, with its time span
+* ``snapshot-*.json`` what was left in Redis once drained, and after the workers stopped
+* ``worker-*.log``   the workers' own warnings, read only as evidence for a cause
+
+A job that completed more than once must be explained by a cause of the first completion(s): in
+flight at a kill (completed shortly before its process was killed, before its ack went out), a
+Redis restart or a lost reply right after it completed, handed back at the shutdown deadline, or
+a false "dead" verdict on its live process. Anything else is reported as unexplained and fails
+the run, as does a lost job, anything left over, a dead set other than the jobs written to fail,
+a crashed or stuck worker, or a recovery slower than the bound.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import sys
+import textwrap
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ACK_WINDOW = 1.0  # an ack leaves within ~1 ms; a completion this close to a kill was unacked
+REDIS_FAULTS = ("pause", "redis_restart", "client_kill", "acl_deny")
+CONNECTION_FAULTS = ("client_kill", "redis_restart")
+DETAIL_LINES = 25
+
+
+# -- records -------------------------------------------------------------------------------
+
+
+@dataclass
+class Push:
+    jid: str
+    cls: str
+    kind: str
+    queue: str
+    delay: float
+    t: float
+    outcome: str = "pending"  # confirmed | unknown | pending (driver died mid-push)
+    error: str = ""
+
+
+@dataclass
+class Execution:
+    pid: int
+    seq: int
+    jid: str
+    cls: str
+    kind: str
+    rc: int
+    ic: int
+    start: float
+    end: float | None = None
+    result: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"pid {self.pid}#{self.seq}"
+
+
+@dataclass
+class Proc:
+    pid: int
+    slot: int
+    gen: int
+    log: str
+    started: float
+    ended: float | None
+    how: str | None  # kill9 | term | final | crash | stuck | None (still running)
+    term_at: float | None
+    identity: str | None = None
+
+
+@dataclass
+class Fault:
+    n: int
+    kind: str
+    t: float
+    t_end: float
+    detail: dict[str, Any]
+
+    def overlaps(self, start: float, end: float) -> bool:
+        return self.t <= end and self.t_end >= start
+
+    def short(self, origin: float) -> str:
+        extra = self.detail.get("cmd") or self.detail.get("mode") or ""
+        name = f"{self.kind}{'(' + str(extra) + ')' if extra else ''}"
+        return f"#{self.n} {name} at +{self.t - origin:.1f}s"
+
+
+@dataclass
+class LogEvent:
+    t: float
+    pid: int
+    what: str  # recovered | handed_back | stray | unexpected
+    identity: str = ""
+    jid: str = ""
+    count: int = 0
+    line: str = ""
+
+
+@dataclass
+class Cause:
+    kind: str
+    evidence: str
+
+
+def identity_pid(identity: str) -> int | None:
+    """The pid inside a process identity ``<hostname>:<pid>:<12 hex>``."""
+    parts = identity.split(":")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+
+
+@dataclass
+class RunData:
+    run: dict[str, Any]
+    pushes: dict[str, Push]
+    executions: list[Execution]
+    procs: dict[int, Proc]
+    faults: list[Fault]
+    snapshots: dict[str, dict[str, Any]]
+    log_events: list[LogEvent]
+    malformed: int = 0
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def load_pushes(path: Path) -> dict[str, Push]:
+    pushes: dict[str, Push] = {}
+    if not path.exists():
+        return pushes
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) < 3:
+            continue
+        tag, stamp, jid = parts[0], float(parts[1]), parts[2]
+        if tag == "I" and len(parts) == 4:
+            cls, kind, queue, delay = parts[3].split(" ")
+            pushes[jid] = Push(jid, cls, kind, queue, float(delay), stamp)
+        elif tag == "C" and jid in pushes:
+            pushes[jid].outcome = "confirmed"
+        elif tag == "U" and jid in pushes:
+            pushes[jid].outcome = "unknown"
+            pushes[jid].error = parts[3] if len(parts) == 4 else ""
+    return pushes
+
+
+def load_executions(directory: Path) -> tuple[list[Execution], int]:
+    runs: dict[tuple[int, int], Execution] = {}
+    malformed = 0
+    for path in sorted(directory.glob("exec-*.log")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            parts = line.split(" ")
+            try:
+                if parts[0] == "S" and len(parts) == 9:
+                    pid, seq = int(parts[3]), int(parts[4])
+                    runs[(pid, seq)] = Execution(
+                        pid,
+                        seq,
+                        parts[2],
+                        parts[5],
+                        parts[6],
+                        int(parts[7]),
+                        int(parts[8]),
+                        float(parts[1]),
+                    )
+                elif parts[0] == "E" and len(parts) == 6:
+                    execution = runs[(int(parts[3]), int(parts[4]))]
+                    execution.end, execution.result = float(parts[1]), parts[5]
+                else:
+                    malformed += 1
+            except (ValueError, KeyError):
+                malformed += 1
+    return sorted(runs.values(), key=lambda e: (e.start, e.pid, e.seq)), malformed
+
+
+_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) pid=(\d+) tid=(\S+) ([A-Z]+): (.*)$")
+_RECOVERED = re.compile(r"requeued (\d+) job\(s\) left in progress by dead process (\S+)")
+_HANDED_BACK = re.compile(r"requeued (\d+) job\(s\) unfinished at shutdown")
+_STRAY = re.compile(r"requeued stray in-progress job jid=(\S+)")
+_UNEXPECTED = (
+    "failed unexpectedly",
+    "Exception in thread",
+    "Traceback (most recent call last)",
+    "Fatal Python error",
+)
+
+
+def _log_event(line: str, file_pid: int) -> LogEvent | None:
+    match = _LOG_LINE.match(line)
+    if match is None:
+        if any(marker in line for marker in _UNEXPECTED):
+            return LogEvent(0.0, file_pid, "unexpected", line=line.strip())
+        return None
+    stamp = calendar.timegm(time.strptime(match.group(1), "%Y-%m-%dT%H:%M:%SZ"))
+    pid, level, message = int(match.group(2)), match.group(4), match.group(5)
+    if found := _RECOVERED.search(message):
+        return LogEvent(
+            stamp, pid, "recovered", identity=found.group(2), count=int(found.group(1)), line=line
+        )
+    if found := _HANDED_BACK.search(message):
+        return LogEvent(stamp, pid, "handed_back", count=int(found.group(1)), line=line)
+    if found := _STRAY.search(message):
+        return LogEvent(stamp, pid, "stray", jid=found.group(1), line=line)
+    processor_bug = message.startswith("Processor: ") and "Redis unavailable" not in message
+    if level in ("ERROR", "CRITICAL") and (
+        processor_bug or any(marker in message for marker in _UNEXPECTED)
+    ):
+        return LogEvent(stamp, pid, "unexpected", line=line)
+    return None
+
+
+def load_log_events(directory: Path, procs: dict[int, Proc]) -> list[LogEvent]:
+    events: list[LogEvent] = []
+    for proc in procs.values():
+        path = directory / proc.log
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            event = _log_event(line, proc.pid)
+            if event is not None:
+                if event.t == 0.0:
+                    event.t = proc.ended or proc.started
+                events.append(event)
+    return events
+
+
+def load(directory: Path) -> RunData:
+    run = json.loads((directory / "run.json").read_text())
+    procs = {int(p["pid"]): Proc(**p) for p in json.loads((directory / "procs.json").read_text())}
+    faults = [Fault(**f) for f in json.loads((directory / "faults.json").read_text())]
+    executions, malformed = load_executions(directory)
+    snapshots = {}
+    for name in ("drained", "stopped"):
+        path = directory / f"snapshot-{name}.json"
+        if path.exists():
+            snapshots[name] = json.loads(path.read_text())
+    return RunData(
+        run=run,
+        pushes=load_pushes(directory / "pushes.log"),
+        executions=executions,
+        procs=procs,
+        faults=faults,
+        snapshots=snapshots,
+        log_events=load_log_events(directory, procs),
+        malformed=malformed,
+    )
+
+
+# -- the verdict ---------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    label: str
+    value: str
+    verdict: str = ""  # "OK", "FAIL" or "" (information)
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    rows: list[Row]
+    failures: list[str]
+    lost: int
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+class Checker:
+    def __init__(self, data: RunData) -> None:
+        self.data = data
+        run = data.run
+        self.origin = float(run["started_at"])
+        cfg = run["config"]
+        self.shutdown_timeout = float(cfg["shutdown_timeout"])
+        self.orphan_threshold = float(cfg["orphan_threshold"])
+        # a failed ack is retried by reconcile, which runs with the orphan check: every
+        # orphan_check_interval, but only 5 s after a check that lost the connection
+        check_every = max(
+            float(cfg["orphan_check_interval"]), float(run.get("retry_after_lost_connection", 5))
+        )
+        self.settle_after = check_every + float(cfg["poll_interval"]) + 1.0
+        self.socket_timeout = float(cfg.get("redis_socket_timeout", 5.0))
+        self.presence_ttl = float(run["presence_ttl"])
+        self.max_orphanings = int(cfg.get("max_orphanings", 3))
+        self.beat = float(cfg["heartbeat_interval"])
+        self.by_jid: dict[str, list[Execution]] = defaultdict(list)
+        for execution in data.executions:
+            self.by_jid[execution.jid].append(execution)
+        self.recoveries = [e for e in data.log_events if e.what == "recovered"]
+        self.handbacks = {e.pid for e in data.log_events if e.what == "handed_back"}
+        self.failures: list[str] = []
+        self.rows: list[Row] = []
+        dead = data.snapshots.get("drained", {}).get("dead", [])
+        self.dead_entries: list[dict[str, Any]] = [e for e in dead if isinstance(e, dict)]
+        self.dead_by_jid: Counter[str] = Counter(str(e.get("jid")) for e in self.dead_entries)
+
+    def at(self, t: float) -> str:
+        return f"+{t - self.origin:.1f}s"
+
+    def fail(self, row: Row, why: str) -> None:
+        row.verdict = "FAIL"
+        self.failures.append(f"{row.label}: {why}")
+
+    # -- causes of a repeated completion ----------------------------------------------------
+
+    def _delaying_faults(self, execution: Execution, start: float, end: float) -> list[Fault]:
+        """Faults that can hold back the settling of ``execution`` during [start, end]."""
+        found = []
+        for fault in self.data.faults:
+            if fault.kind not in REDIS_FAULTS or not fault.overlaps(start, end):
+                continue
+            if (
+                fault.kind == "acl_deny"
+                and execution.result == "ok"
+                and fault.detail.get("cmd") not in ("lrem", "evalsha")
+            ):
+                continue  # an ack needs EVALSHA and LREM only
+            found.append(fault)
+        return sorted(found, key=lambda f: f.t)
+
+    def _held_back(self, execution: Execution, until: float) -> list[Fault] | None:
+        """The faults that kept the settling of ``execution`` from going through from its
+        completion until ``until``, or None if there was a moment it would have gone through.
+
+        The first attempts go out at once (a fault must be there within ACK_WINDOW); a failed
+        one is retried with the orphan check, so after each fault there is ``settle_after``
+        before the next chance.
+        """
+        assert execution.end is not None
+        start = execution.end
+        reach, used = start, []
+        for fault in self._delaying_faults(execution, start - 0.05, until):
+            if fault.t > reach + ACK_WINDOW:
+                break
+            if fault.t_end + self.settle_after > reach:
+                reach = fault.t_end + self.settle_after
+                used.append(fault)
+        return used if used and reach >= until else None
+
+    def _ended_unacked(self, execution: Execution, proc: Proc) -> Cause | None:
+        """Its process ended (kill -9, or exit while Redis was faulty) before the ack."""
+        assert execution.end is not None
+        if proc.ended is None or proc.ended < execution.end:
+            return None
+        gap = proc.ended - execution.end
+        killed = proc.how in ("kill9", "stuck")
+        faults = self._held_back(execution, proc.ended)
+        if faults:
+            names = ", ".join(f.short(self.origin) for f in faults)
+            return Cause(
+                "in flight at a kill" if killed else "unacked at a stop",
+                f"pid {proc.pid} {'killed -9' if killed else 'stopped (TERM)'} {gap:.3f}s after "
+                f"it completed, its settling held back by {names}",
+            )
+        if killed and gap <= ACK_WINDOW:
+            return Cause(
+                "in flight at a kill",
+                f"pid {proc.pid} killed -9 {gap:.3f}s after it completed, before its ack",
+            )
+        return None
+
+    def _handed_back(self, execution: Execution, proc: Proc) -> Cause | None:
+        assert execution.end is not None
+        if proc.term_at is None or proc.pid not in self.handbacks:
+            return None
+        deadline = proc.term_at + self.shutdown_timeout
+        ended = proc.ended if proc.ended is not None else float("inf")
+        if execution.start < deadline and deadline - 0.25 <= execution.end <= ended + 0.5:
+            return Cause(
+                "handed back at the shutdown deadline",
+                f"pid {proc.pid} got TERM at {self.at(proc.term_at)}; the job completed "
+                f"{execution.end - proc.term_at:.2f}s later (deadline {self.shutdown_timeout:g}s),"
+                " after it was requeued",
+            )
+        return None
+
+    def _false_dead(self, execution: Execution, proc: Proc) -> Cause | None:
+        end = execution.end if execution.end is not None else float("inf")
+        for event in self.recoveries:
+            if identity_pid(event.identity) != proc.pid:
+                continue
+            alive = proc.ended is None or event.t < proc.ended - 1.0
+            if alive and execution.start <= event.t + 1.0 and end + ACK_WINDOW >= event.t - 1.0:
+                return Cause(
+                    "false dead verdict",
+                    f"pid {event.pid} requeued the list of live pid {proc.pid} at "
+                    f"{self.at(event.t)}",
+                )
+        return None
+
+    def _redis_side(self, execution: Execution) -> Cause | None:
+        assert execution.end is not None
+        window = (execution.end - 0.05, execution.end + ACK_WINDOW)
+        for fault in self.data.faults:
+            lost_reply = fault.kind in CONNECTION_FAULTS or (
+                fault.kind == "pause" and fault.t_end - fault.t >= self.socket_timeout
+            )
+            if not lost_reply or not fault.overlaps(*window):
+                continue
+            if fault.kind == "redis_restart":
+                return Cause(
+                    "Redis restart", f"{fault.short(self.origin)} right after it completed"
+                )
+            return Cause(
+                "reply lost on a killed connection",
+                f"{fault.short(self.origin)} right after it completed",
+            )
+        return None
+
+    def cause(self, execution: Execution) -> Cause | None:
+        """Why this completion may not have been recorded (so the job ran again), if any."""
+        proc = self.data.procs.get(execution.pid)
+        if proc is None or execution.end is None:
+            return None
+        for finder in (self._handed_back, self._ended_unacked, self._false_dead):
+            found = finder(execution, proc)
+            if found:
+                return found
+        return self._redis_side(execution)
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def jobs_that_ran(self) -> set[str]:
+        return set(self.by_jid)
+
+    def check_pushes(self) -> None:
+        pushes = self.data.pushes
+        confirmed = [p for p in pushes.values() if p.outcome == "confirmed"]
+        unknown = [p for p in pushes.values() if p.outcome != "confirmed"]
+        ran = [p for p in unknown if p.jid in self.by_jid]
+        kinds = Counter(p.kind for p in pushes.values())
+        row = Row(
+            "jobs pushed",
+            f"{len(pushes)} (confirmed {len(confirmed)}, unknown outcome {len(unknown)}: "
+            f"{len(ran)} ran, {len(unknown) - len(ran)} never ran)",
+        )
+        row.details.append(
+            "by kind: " + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+        )
+        minimum = int(self.data.run.get("min_jobs", 0))
+        if minimum:
+            row.verdict = "OK"
+            if len(confirmed) < minimum:
+                self.fail(row, f"only {len(confirmed)} confirmed pushes (at least {minimum})")
+        errors = Counter(p.error.split(":")[0] for p in unknown)
+        if errors:
+            row.details.append(
+                "push errors: " + ", ".join(f"{name} {n}" for name, n in errors.most_common())
+            )
+        strangers = sorted(set(self.by_jid) - set(pushes))
+        if strangers:
+            self.fail(row, f"{len(strangers)} executed job(s) were never pushed: {strangers[:5]}")
+        self.rows.append(row)
+
+    def check_executions(self) -> None:
+        executions = self.data.executions
+        ok = sum(1 for e in executions if e.result == "ok")
+        failed = sum(1 for e in executions if e.result == "fail")
+        cut = len(executions) - ok - failed
+        row = Row(
+            "completed executions",
+            f"{ok + failed} (ok {ok}, failed on purpose {failed}); {cut} cut short by a "
+            f"kill or shutdown",
+        )
+        if self.data.malformed:
+            row.details.append(f"{self.data.malformed} malformed execution record(s) ignored")
+        self.rows.append(row)
+
+    def lost_jobs(self) -> list[Push]:
+        lost = []
+        for push in self.data.pushes.values():
+            ran = push.jid in self.by_jid
+            if push.outcome != "confirmed" and not ran:
+                continue  # unknown outcome and never ran: not counted lost (tracked above)
+            completed = push.cls != "FailingJob" and any(
+                e.result == "ok" for e in self.by_jid.get(push.jid, [])
+            )
+            if not completed and self.dead_by_jid[push.jid] == 0:
+                lost.append(push)
+        return lost
+
+    def check_lost(self) -> int:
+        lost = self.lost_jobs()
+        row = Row("jobs lost", str(len(lost)), "OK")
+        if lost:
+            self.fail(row, f"{len(lost)} confirmed job(s) never completed and not in dead")
+            for push in lost[:DETAIL_LINES]:
+                runs = self.by_jid.get(push.jid, [])
+                row.details.append(
+                    f"jid {push.jid} {push.cls}/{push.kind} pushed {self.at(push.t)} "
+                    f"({push.outcome}); executions: "
+                    + (", ".join(f"{e.label} {e.result or 'cut'}" for e in runs) or "none")
+                )
+        self.rows.append(row)
+        return len(lost)
+
+    def _repeats(self, jid: str) -> tuple[int, int, int, list[tuple[Execution, Cause | None]]]:
+        """(completions, expected, allowed, each completion with its cause) of one job.
+
+        A cause lets the job run once more; for a job written to fail, re-running a payload
+        repeats the rest of its chain (a first failure brings its retry along).
+        """
+        push = self.data.pushes.get(jid)
+        failing = push is not None and push.cls == "FailingJob"
+        expected = 2 if failing else 1
+        done = [e for e in self.by_jid[jid] if e.result is not None]
+        allowed = expected
+        explained = []
+        for index, execution in enumerate(done):
+            # the last completion needs no cause (nothing came after it), and once the
+            # causes found account for every completion the rest need none either
+            needed = index < len(done) - 1 and allowed < len(done)
+            found = self.cause(execution) if needed else None
+            if found is not None:
+                allowed += (2 - min(execution.rc, 1)) if failing else 1
+            explained.append((execution, found))
+        return len(done), expected, allowed, explained
+
+    def check_repeats(self) -> dict[str, int]:
+        """Jobs completed more than once; returns how many extra runs each may have had."""
+        row = Row("jobs completed more than once", "", "OK")
+        extra: dict[str, int] = {}
+        causes: Counter[str] = Counter()
+        unexplained = 0
+        for jid in self.by_jid:
+            completions, expected, allowed, explained = self._repeats(jid)
+            if completions <= expected:
+                continue
+            extra[jid] = allowed - expected
+            push = self.data.pushes.get(jid)
+            bad = completions > allowed
+            unexplained += bad
+            found = [(e, c) for e, c in explained if c is not None]
+            causes.update(c.kind for _, c in found)
+            head = f"jid {jid} {push.cls if push else '?'} x{completions} ({expected} expected)"
+            if not bad:  # one line: the (first) cause
+                execution, cause = found[0]
+                more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+                row.details.append(
+                    f"{head}: {execution.label} {execution.result} at "
+                    f"{self.at(execution.end or 0.0)}, {cause.kind}: {cause.evidence}{more}"
+                )
+                continue
+            row.details.append(f"{head} -- UNEXPLAINED; its executions:")
+            for execution, cause in explained:
+                text = f"{cause.kind}: {cause.evidence}" if cause else "no cause"
+                row.details.append(
+                    f"  {execution.label} {execution.result} at {self.at(execution.end or 0.0)}"
+                    f" (started {self.at(execution.start)}): {text}"
+                )
+        row.value = f"{len(extra)} ({len(extra) - unexplained} explained, {unexplained} not)"
+        if causes:
+            row.value += "; causes: " + ", ".join(f"{k} {v}" for k, v in causes.most_common())
+        if unexplained:
+            self.fail(row, f"{unexplained} job(s) completed more than once without a cause")
+        self.rows.append(row)
+        return extra
+
+    def check_leftovers(self) -> None:
+        for name, label in (("drained", "left once drained"), ("stopped", "left after stop")):
+            snap = self.data.snapshots.get(name)
+            row = Row(label, "", "OK")
+            if snap is None:
+                row.value = "no snapshot (run did not get that far)"
+                self.fail(row, "missing snapshot")
+                self.rows.append(row)
+                continue
+            counts = {
+                "queues": sum(snap["queues"].values()),
+                "in progress": sum(snap["inprogress"].values()),
+                "schedule": snap["schedule"],
+                "retry": snap["retry"],
+                "unsettled": snap["unsettled"],
+                "repeat orphans": snap["repeat_orphans"],
+            }
+            row.value = ", ".join(f"{k} {v}" for k, v in counts.items())
+            if any(counts.values()):
+                self.fail(row, "jobs left over: " + row.value)
+                for key, value in {**snap["queues"], **snap["inprogress"]}.items():
+                    if value:
+                        row.details.append(f"{key}: {value}")
+            self.rows.append(row)
+
+    def _orphaned_runs(self, jid: str) -> int:
+        count = 0
+        for execution in self.by_jid.get(jid, []):
+            proc = self.data.procs.get(execution.pid)
+            if execution.end is None and proc is not None and proc.how in ("kill9", "stuck"):
+                count += 1
+        return count
+
+    def check_dead(self, explained: dict[str, int]) -> None:
+        failing_ran = {
+            p.jid
+            for p in self.data.pushes.values()
+            if p.cls == "FailingJob" and p.jid in self.by_jid
+        }
+        entries = len(self.dead_entries)
+        jobs = set(self.dead_by_jid)
+        row = Row(
+            "dead entries",
+            f"{entries} entries for {len(jobs)} jobs; written to fail and ran: {len(failing_ran)}",
+            "OK",
+        )
+        missing = failing_ran - jobs
+        if missing:
+            self.fail(row, f"{len(missing)} failing job(s) not in dead")
+            row.details.extend(f"not in dead: {jid}" for jid in sorted(missing)[:DETAIL_LINES])
+        for jid in sorted(jobs - failing_ran):
+            entry = next(e for e in self.dead_entries if str(e.get("jid")) == jid)
+            orphaned = self._orphaned_runs(jid)
+            if (
+                entry.get("error_class") == "Cogworker::ProcessDied"
+                and orphaned > self.max_orphanings
+            ):
+                row.details.append(f"{jid}: ProcessDied after {orphaned} kills under it (design)")
+                continue
+            self.fail(row, f"job {jid} is in dead but was not written to fail")
+            row.details.append(
+                f"{jid}: {entry.get('class')} {entry.get('error_class')}: "
+                f"{str(entry.get('error_message'))[:80]}"
+            )
+        doubled = 0
+        for jid, count in self.dead_by_jid.items():
+            if count > 1:
+                if count - 1 <= explained.get(jid, 0):
+                    doubled += 1
+                else:
+                    self.fail(row, f"job {jid} has {count} dead entries")
+        if doubled:
+            row.details.append(
+                f"{doubled} job(s) with more than one dead entry, each explained by its repeats "
+                "(listed above)"
+            )
+        self.rows.append(row)
+
+    def check_faults(self) -> None:
+        kinds = Counter(f.kind for f in self.data.faults)
+        detail = Counter(
+            f"{f.kind}({f.detail.get('cmd') or f.detail.get('mode')})"
+            for f in self.data.faults
+            if f.detail.get("cmd") or f.detail.get("mode")
+        )
+        total = len(self.data.faults)
+        row = Row(
+            "faults injected",
+            f"{total}: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())),
+            "OK",
+        )
+        if detail:
+            row.details.append(", ".join(f"{k} {v}" for k, v in sorted(detail.items())))
+        skipped = int(self.data.run.get("faults_skipped", 0))
+        if skipped:
+            row.details.append(f"{skipped} planned fault(s) skipped (no target / Redis down)")
+        minimum = int(self.data.run.get("min_faults", 0))
+        if total < minimum:
+            self.fail(row, f"only {total} faults injected (at least {minimum})")
+        self.rows.append(row)
+
+    def _last_reachable(self, moment: float) -> float:
+        """The last time before ``moment`` a worker could have beaten (Redis not stopped or
+        paused), which is when a killed worker's presence key was last refreshed at best."""
+        reachable = moment
+        for fault in sorted(self.data.faults, key=lambda f: -f.t):
+            # a beat held up by the fault may still be waiting when the fault ends
+            settled = fault.t_end + self.beat + 0.5
+            if fault.kind in ("redis_restart", "pause") and fault.t <= reachable <= settled:
+                reachable = fault.t
+        return reachable
+
+    def _outage_between(self, start: float, end: float) -> float:
+        total = 0.0
+        for fault in self.data.faults:
+            if fault.kind in ("redis_restart", "pause") and fault.overlaps(start, end):
+                total += fault.t_end - fault.t
+        return total
+
+    def _recovery_samples(self) -> list[tuple[float, float, str, str]]:
+        """(latency, kill time, note, class) for each job in flight (or unacked) at a kill -9 that
+        ran again afterwards."""
+        samples = []
+        for proc in self.data.procs.values():
+            if proc.how not in ("kill9", "stuck") or proc.ended is None:
+                continue
+            killed = proc.ended
+            for execution in self.data.executions:
+                if execution.pid != proc.pid or execution.start > killed:
+                    continue
+                if execution.end is not None and execution.end < killed - ACK_WINDOW:
+                    continue
+                if execution.result == "fail":
+                    continue  # already filed into retry: the next run is its retry's anyway
+                # the same payload running again (a failed one's retry runs anyway, sooner)
+                again = next(
+                    (
+                        e
+                        for e in self.by_jid[execution.jid]
+                        if e.start > killed and e.rc == execution.rc and e.ic == execution.ic
+                    ),
+                    None,
+                )
+                if again is None:
+                    continue
+                latency = again.start - killed
+                note = (
+                    f"jid {execution.jid}: pid {proc.pid} killed {self.at(killed)}, ran again "
+                    f"in {again.label} {latency:.1f}s later"
+                )
+                samples.append((latency, killed, note, execution.cls))
+        return samples
+
+    def check_recovery(self) -> None:
+        beat = float(self.data.run["config"]["heartbeat_interval"])
+        base = max(self.orphan_threshold, self.presence_ttl) + beat + self.settle_after + 5.0
+        samples = self._recovery_samples()
+        late, early = [], []
+        for latency, killed, note, cls in samples:
+            bound = base + self._outage_between(killed, killed + latency)
+            if latency > bound:
+                late.append(f"{note} (bound {bound:.1f}s)")
+            # (a job written to fail can have a second chain of runs, so only the others tell)
+            soon = self._last_reachable(killed) + self.presence_ttl - 2 * beat - 1
+            if cls != "FailingJob" and killed + latency < soon:
+                early.append(note)
+        worst = max(samples, default=None)
+        row = Row("longest kill -> running again", "no job was in flight at a kill", "OK")
+        if worst is not None:
+            row.value = (
+                f"{worst[0]:.1f}s ({len(samples)} jobs); orphan_threshold "
+                f"{self.orphan_threshold:g}s, presence TTL {self.presence_ttl:g}s, bound "
+                f"{base:.1f}s + Redis downtime meanwhile"
+            )
+            row.details.append("longest: " + worst[2])
+            if self.presence_ttl > self.orphan_threshold:
+                row.details.append(
+                    f"note: a killed worker's presence key lives {self.presence_ttl:g}s after its "
+                    f"last beat, so orphan_threshold {self.orphan_threshold:g}s can't make "
+                    "recovery faster than that"
+                )
+        if late:
+            self.fail(row, f"{len(late)} job(s) recovered later than the bound")
+            row.details.extend(late[:DETAIL_LINES])
+        if early:
+            self.fail(row, f"{len(early)} job(s) ran again before their process could be dead")
+            row.details.extend(early[:DETAIL_LINES])
+        self.rows.append(row)
+
+    def check_workers(self) -> None:
+        procs = list(self.data.procs.values())
+        hows = Counter(p.how or "running" for p in procs)
+        stops = [
+            (p.ended - p.term_at, p.pid)
+            for p in procs
+            if p.term_at is not None and p.ended is not None and p.how == "term"
+        ]
+        longest = max(stops) if stops else None
+        row = Row(
+            "worker processes",
+            f"{len(procs)} started; ended: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(hows.items()))
+            + (f"; longest TERM -> exit {longest[0]:.1f}s (pid {longest[1]})" if longest else ""),
+            "OK",
+        )
+        for proc in procs:
+            if proc.how in ("crash", "stuck"):
+                self.fail(row, f"pid {proc.pid} {proc.how} (log {proc.log})")
+        unexpected = [e for e in self.data.log_events if e.what == "unexpected"]
+        if unexpected:
+            self.fail(row, f"{len(unexpected)} unexpected error line(s) in worker logs")
+            row.details.extend(e.line[:160] for e in unexpected[:DETAIL_LINES])
+        recovered = self.recoveries
+        strays = [e for e in self.data.log_events if e.what == "stray"]
+        false_dead = [
+            e
+            for e in recovered
+            if any(
+                identity_pid(e.identity) == p.pid and (p.ended is None or e.t < p.ended - 1.0)
+                for p in procs
+            )
+        ]
+        if false_dead:
+            row.details.extend(f"false dead verdict: {e.line[:150]}" for e in false_dead[:5])
+        row.details.append(
+            f"orphan recoveries {len(recovered)} (jobs {sum(e.count for e in recovered)}), "
+            f"false dead verdicts {len(false_dead)}, stray requeues {len(strays)}, shutdown "
+            f"hand-backs {len(self.handbacks)}"
+        )
+        self.rows.append(row)
+
+    def check_run(self) -> None:
+        problems = self.data.run.get("problems", [])
+        if problems:
+            row = Row("driver", f"{len(problems)} problem(s)", "")
+            self.fail(row, "; ".join(problems[:5]))
+            row.details.extend(problems[:DETAIL_LINES])
+            self.rows.append(row)
+
+    def report(self) -> Report:
+        self.check_pushes()
+        self.check_executions()
+        lost = self.check_lost()
+        explained = self.check_repeats()
+        self.check_leftovers()
+        self.check_dead(explained)
+        self.check_faults()
+        self.check_recovery()
+        self.check_workers()
+        self.check_run()
+        run = self.data.run
+        title = (
+            f"cogworker chaos: seed {run['seed']}, {run['mode']}, {run['duration']:.0f}s of faults,"
+            f" {run['workers']} workers x {run['config']['concurrency']} threads, "
+            f"drained in {run.get('drain_seconds', float('nan')):.0f}s"
+        )
+        return Report(title, self.rows, self.failures, lost)
+
+
+def render(report: Report) -> str:
+    width = 110
+    label_w, verdict_w = 32, 6
+    value_w = width - label_w - verdict_w - 2
+    out = ["=" * width, report.title, "-" * width]
+    out.append(f"{'check':<{label_w}} {'value':<{value_w}} {'':>{verdict_w}}")
+    out.append("-" * width)
+    for row in report.rows:
+        chunks = textwrap.wrap(row.value, value_w) or [""]
+        for index, chunk in enumerate(chunks):
+            label, verdict = (row.label, row.verdict) if index == 0 else ("", "")
+            out.append(f"{label:<{label_w}} {chunk:<{value_w}} {verdict:>{verdict_w}}".rstrip())
+        for detail in row.details:
+            out.extend(
+                textwrap.wrap(detail, width, initial_indent="    ", subsequent_indent="        ")
+            )
+    out.append("-" * width)
+    verdict = "PASS" if report.passed else "FAIL"
+    out.append(f"RESULT: {verdict}  (lost = {report.lost})")
+    for failure in report.failures:
+        out.append(f"  failed: {failure}")
+    out.append("=" * width)
+    return "\n".join(out)
+
+
+def check(directory: Path) -> Report:
+    return Checker(load(directory)).report()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__)
+        return 2
+    report = check(Path(argv[0]))
+    print(render(report))
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__" and len(sys.argv) > 1:
+    sys.exit(main(sys.argv[1:]))
