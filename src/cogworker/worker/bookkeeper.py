@@ -5,7 +5,8 @@ thread sends whatever has accumulated as one pipeline as soon as the previous on
 under load many jobs share a round trip and when idle a job's ack leaves within a millisecond.
 
 Acknowledging is the one write that matters: it is retried 3 times (0.1 s, 0.2 s apart), then
-left to reconcile (the job stays listed as in progress, and is never run again). A job finished
+every half second until it succeeds (the job stays listed as in progress meanwhile and is never
+run again by this process; at shutdown it is dropped from the list, not requeued). A job finished
 but not yet acknowledged when its process is killed is recovered and runs again: that window
 is the time of one round trip. Registrations and counters are best-effort.
 """
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("cogworker")
 
 ACK_ATTEMPTS = 3
+UNACKED_RETRY = 0.5
 THROUGHPUT_TTL = 90_000
 
 
@@ -54,12 +56,15 @@ class Bookkeeper:
         current_fetch: Callable[[], Fetch],
         on_acked: Callable[[str], None],
         on_ack_failed: Callable[[str], None],
+        on_settled: Callable[[str], None],
     ) -> None:
         self._client = client
         self._workers_key = keys.workers(identity)
         self._current_fetch = current_fetch
         self._on_acked = on_acked
         self._on_ack_failed = on_ack_failed
+        self._on_settled = on_settled
+        self._unacked: dict[str, Work] = {}  # failed acks, retried every UNACKED_RETRY
         self._batch = _Batch()
         self._cond = threading.Condition()
         self._stopping = False
@@ -114,7 +119,12 @@ class Bookkeeper:
         while True:
             with self._cond:
                 while not self._batch and not self._stopping:
-                    self._cond.wait()
+                    # acks that failed are tried again every half second, so a job whose
+                    # process is killed soon after Redis came back isn't run twice
+                    if not self._cond.wait(UNACKED_RETRY if self._unacked else None):
+                        self._batch.acks.extend(
+                            (work, ACK_ATTEMPTS - 1) for work in self._unacked.values()
+                        )
                 if not self._batch and self._stopping:
                     return
                 batch, self._batch = self._batch, _Batch()
@@ -164,7 +174,10 @@ class Bookkeeper:
         if not errors:
             redis_errors.reporter.recovered("Bookkeeping")
         for work in acks:  # with basic fetch BRPOP already removed them
-            self._on_acked(work.raw)
+            if self._unacked.pop(work.raw, None) is not None:
+                self._on_settled(work.raw)  # a late ack: finished was reported already
+            else:
+                self._on_acked(work.raw)
 
     def _ack_call(self, fetch: Fetch, acks: list[Work]) -> tuple[list[str], list[str]]:
         inprogress = getattr(fetch, "inprogress")  # noqa: B009 - reliable fetch only
@@ -198,7 +211,11 @@ class Bookkeeper:
     def _retry_acks(self, acks: list[tuple[Work, int]], error: BaseException) -> None:
         again = []
         for work, attempts in acks:
-            if attempts + 1 >= ACK_ATTEMPTS:
+            if attempts + 1 < ACK_ATTEMPTS:
+                again.append((work, attempts + 1))
+            elif work.raw in self._unacked:  # a later retry of one already reported
+                redis_errors.reporter.report("Acknowledging", error)
+            else:
                 logger.error(
                     "couldn't acknowledge finished job jid=%s after %d attempts (will retry; it "
                     "may run again if this process stops first): %s",
@@ -206,9 +223,8 @@ class Bookkeeper:
                     ACK_ATTEMPTS,
                     error,
                 )
+                self._unacked[work.raw] = work
                 self._on_ack_failed(work.raw)
-            else:
-                again.append((work, attempts + 1))
         if again:
             time.sleep(0.1 * again[0][1])
             with self._cond:

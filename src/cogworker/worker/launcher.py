@@ -23,7 +23,7 @@ import redis
 from cogworker import __version__, connection, locks, redis_errors
 from cogworker.config import Config
 from cogworker.identity import new_identity
-from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.heartbeat import PRESENCE_TTL, Heartbeat
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 from cogworker.worker.ticker import Ticker
@@ -86,6 +86,13 @@ class Launcher:
             ",".join(self.config.queues),
             redis_target(self.config.redis_url),
         )
+        if self.config.orphan_threshold < PRESENCE_TTL:
+            logger.warning(
+                "orphan_threshold %ss is below the presence TTL (%ss): a dead process's jobs "
+                "still come back only once its presence key has expired",
+                self.config.orphan_threshold,
+                PRESENCE_TTL,
+            )
         self.started.set()
         while True:
             action = self._next_signal()

@@ -47,7 +47,7 @@ class Manager:
         self.idle: queue.SimpleQueue[Processor | None] = queue.SimpleQueue()
         self.processors = [Processor(self, index) for index in range(config.concurrency)]
         self.bookkeeper = Bookkeeper(
-            self.client, identity, self.fetch, self.job_finished, self._ack_failed
+            self.client, identity, self.fetch, self.job_finished, self._ack_failed, self.settled
         )
         self._quiet = threading.Event()
         self._fetch: Fetch | None = None
