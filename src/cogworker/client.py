@@ -34,6 +34,7 @@ class Client:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config or default_config()
         self._registered_queues: set[str] = set()
+        self._registered_on: object = None  # the Redis client the memo above is about
         self._lock = threading.Lock()
 
     # -- typed helpers ------------------------------------------------------------------------
@@ -110,8 +111,10 @@ class Client:
             else:
                 job["enqueued_at"] = stamp
                 by_queue.setdefault(job["queue"], []).append(wire.dumps(job))
-        new_queues = [name for name in by_queue if name not in self._registered_queues]
         redis = self.config.redis()
+        if redis is not self._registered_on:  # another server or db: register afresh
+            self._registered_queues, self._registered_on = set(), redis
+        new_queues = [name for name in by_queue if name not in self._registered_queues]
         if len(jobs) == 1 and not new_queues:
             # the common case: one command, no pipeline object
             if scheduled:

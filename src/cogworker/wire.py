@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import time
 from collections.abc import Iterable, Mapping
@@ -106,11 +107,16 @@ def _encode_slow(value: Any) -> str:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(value: Any) -> str:
     """Encode ``value`` the way the Ruby gem does: compact, raw UTF-8, Ruby float layout."""
-    if _needs_slow_path(value):
-        return _encode_slow(value)
-    return _fast_encoder.encode(value)
+    text = _encode_slow(value) if _needs_slow_path(value) else _fast_encoder.encode(value)
+    if not text.isascii() and _LONE_SURROGATE.search(text):
+        # a lone surrogate (from "\ud800" in JSON) has no UTF-8 form: keep it escaped
+        text = _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return text
 
 
 def loads(raw: str | bytes) -> Any:

@@ -46,6 +46,7 @@ class _Run:
     job: Payload | None = None
     ran: str | None = None  # "ack" or "interrupt" once perform has returned or raised
     performed: bool = False
+    filed: bool = False  # the failure is written (or discarded): only an ack is left to do
     error: BaseException | None = None
     decision: Decision | None = None
     death: tuple[Payload, BaseException] | None = None
@@ -95,7 +96,7 @@ class Processor:
             disposition = self._execute(work, run)
         except BaseException as error:
             logger.error("processing jid=%s failed unexpectedly", jid_of(work.raw), exc_info=error)
-            disposition = run.ran or "give_back"
+            disposition = "ack" if run.filed else (run.ran or "give_back")
         finally:
             self.busy = False
             manager.change_busy(-1)
@@ -208,10 +209,12 @@ class Processor:
                     write_error,
                 )
                 return False
+            run.filed = True
             if decision.outcome == "retry":
                 locks.extend_for_retry(self.manager.config, client, job, delay)
             else:
                 run.death = (wire.loads(payload), error)
+        run.filed = True  # from here on (discard included) the job must only be acked
         if decision.cut_short or (decided_late and decision.outcome != "retry"):
             locks.release(client, job)
         if decision.cut_short and decided_late:  # the status middleware saw a retry coming
@@ -308,7 +311,19 @@ class Processor:
 
     def _bury_unparseable(self, work: Work, error_class: str, message: str) -> None:
         wrapper = failure.unparseable_job(work.raw, work.queue, error_class, message)
-        self.manager.fetch().interrupt(work, keys.DEAD, wrapper["failed_at"], wire.dumps(wrapper))
+        filing = (keys.DEAD, float(wrapper["failed_at"]), wire.dumps(wrapper))
+        try:
+            self.manager.fetch().interrupt(work, *filing)
+        except redis.RedisError as error:
+            # giving it back would fetch it again at once, in a loop: it stays in progress
+            # and is filed later (reconcile, or another process after shutdown)
+            self.manager.settle_later(work.raw, filing)
+            logger.error(
+                "unparseable job on queue %s couldn't be moved to dead yet (will retry): %s",
+                work.queue,
+                error,
+            )
+            return
         self.manager.bookkeeper.count(failed=1)
         logger.error("unparseable job on queue %s moved to dead: %s", work.queue, message)
 

@@ -35,6 +35,7 @@ PARK_UNSETTLED = scripts.load(_FETCH_DIR, "park_unsettled")
 FILE_UNSETTLED = scripts.load(_FETCH_DIR, "file_unsettled")
 SWAP_DEAD = scripts.load(_FETCH_DIR, "swap_dead")
 BURY_ORPHAN = scripts.load(_FETCH_DIR, "bury_orphan")
+QUARANTINE_RECORD = scripts.load(_FETCH_DIR, "quarantine_record")
 
 QUARANTINE_TTL = 30 * 86400
 UNSETTLED_TARGETS = (keys.RETRY, keys.DEAD, keys.SCHEDULE)
@@ -200,6 +201,7 @@ def _buried_as_dead(manager: Manager, entry: Payload) -> None:
     writes: list[tuple[str, ...]] = [
         ("INCR", keys.STATS_FAILED),
         ("HINCRBY", bucket, "failed", "1"),
+        ("EXPIRE", bucket, "90000"),
     ]
     jid = entry.get("jid")
     if isinstance(jid, str):
@@ -233,12 +235,9 @@ def file_unsettled(manager: Manager) -> int:
     for raw in _strings(client.lrange(keys.UNSETTLED, 0, -1)):
         record = _valid_record(raw)
         if record is None:
-            pipe = client.pipeline(transaction=False)
-            pipe.rpush(keys.UNSETTLED_QUARANTINE, raw)
-            pipe.expire(keys.UNSETTLED_QUARANTINE, QUARANTINE_TTL)
-            pipe.lrem(keys.UNSETTLED, 1, raw)
-            pipe.execute()
-            logger.error("unusable unsettled record quarantined: %s", raw[:200])
+            keys_ = [keys.UNSETTLED, keys.UNSETTLED_QUARANTINE]
+            if QUARANTINE_RECORD(client, keys_, [raw, QUARANTINE_TTL]):
+                logger.error("unusable unsettled record quarantined: %s", raw[:200])
             continue
         target, score, payload = record
         job, _, _ = failure.parse_job(payload)
@@ -266,8 +265,9 @@ def settle_pending(manager: Manager) -> None:
             job, _, _ = failure.parse_job(payload)
             if written and target == keys.DEAD and job is not None:
                 locks.release(manager.client, job)
-                manager.run_death_hooks(job, JobFailedError(str(job.get("error_message"))))
-        except redis.RedisError as error:
+                if job.get("class") != "(unparseable)":  # no hooks for unreadable payloads
+                    manager.run_death_hooks(job, JobFailedError(str(job.get("error_message"))))
+        except Exception as error:  # one entry must not stop the others
             logger.error("still couldn't settle jid=%s: %s", jid_of(raw), error)
 
 
@@ -295,7 +295,7 @@ def park_unsettled(manager: Manager) -> list[str]:
         try:
             PARK_UNSETTLED(manager.client, [inprogress, keys.UNSETTLED], [raw, record])
             manager.settled(raw)
-        except redis.RedisError as error:
+        except Exception as error:  # one entry must not stop the others
             logger.error("couldn't park unsettled jid=%s: %s", jid_of(raw), error)
             keep.append(raw)
     return keep
