@@ -58,6 +58,14 @@ def _table(rows: list[list[str]], header: list[str]) -> None:
         )
 
 
+def _queue_table(figures: api.Stats) -> None:
+    rows = [
+        [q.name, str(q.size), f"{q.latency:.1f}s", "paused" if q.paused else ""]
+        for q in figures.queues
+    ]
+    _table(rows, ["QUEUE", "SIZE", "LATENCY", ""])
+
+
 @click.command("stats")
 @_redis_option
 @_json_option
@@ -74,13 +82,7 @@ def stats_command(redis_url: str | None, as_json: bool) -> None:
     )
     if figures.queues:
         click.echo("")
-        _table(
-            [
-                [q.name, str(q.size), f"{q.latency:.1f}s", "paused" if q.paused else ""]
-                for q in figures.queues
-            ],
-            ["QUEUE", "SIZE", "LATENCY", ""],
-        )
+        _queue_table(figures)
 
 
 @click.group("queues", invoke_without_command=True)
@@ -95,13 +97,7 @@ def queues_group(ctx: click.Context, /, redis_url: str | None, as_json: bool) ->
         if as_json:
             _echo_json(figures.to_dict()["queues"])
         else:
-            _table(
-                [
-                    [q.name, str(q.size), f"{q.latency:.1f}s", "paused" if q.paused else ""]
-                    for q in figures.queues
-                ],
-                ["QUEUE", "SIZE", "LATENCY", ""],
-            )
+            _queue_table(figures)
 
 
 def _known_queue(client: redis.Redis, name: str) -> api.Queue:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import redis
 
 from cogworker import keys, wire
-from cogworker.api.records import JobRecord
+from cogworker.api.records import JobRecord, paged, with_jid
 
 PAGE = 100
 
@@ -57,21 +57,11 @@ class Queue:
 
     def __iter__(self) -> Iterator[JobRecord]:
         """Every job, newest first, read a page at a time."""
-        offset = 0
-        while True:
-            page = self.page(offset, PAGE)
-            yield from page
-            if len(page) < PAGE:
-                return
-            offset += PAGE
+        return paged(self.page, PAGE)
 
     def find_job(self, jid: str) -> JobRecord | None:
         """The job with ``jid`` (a scan of the queue)."""
-        needle = f'"jid":{wire.dumps(jid)}'
-        for record in self:
-            if needle in record.raw and record.jid == jid:
-                return record
-        return None
+        return next(with_jid(self, jid), None)
 
     def delete(self, raw: str) -> int:
         """Remove every copy of exactly ``raw``; how many were removed."""

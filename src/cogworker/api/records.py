@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,3 +76,20 @@ class JobRecord:
             "item": self.item,
             "raw": self.raw,
         }
+
+
+def paged(page: Callable[[int, int], list[JobRecord]], size: int) -> Iterator[JobRecord]:
+    """Every record ``page(offset, limit)`` can return, read ``size`` at a time."""
+    offset = 0
+    while True:
+        batch = page(offset, size)
+        yield from batch
+        if len(batch) < size:
+            return
+        offset += size
+
+
+def with_jid(records: Iterable[JobRecord], jid: str) -> Iterator[JobRecord]:
+    """The records of job ``jid`` (a cheap substring test before parsing)."""
+    needle = f'"jid":{wire.dumps(jid)}'
+    return (record for record in records if needle in record.raw and record.jid == jid)

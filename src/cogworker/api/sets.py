@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import redis
 
 from cogworker import keys, scripts, wire
-from cogworker.api.records import JobRecord
+from cogworker.api.records import JobRecord, paged, with_jid
 from cogworker.worker.scheduler import claim_and_requeue
 
 PAGE = 500
@@ -46,18 +46,12 @@ class JobSet:
         return [JobRecord(str(raw), float(score)) for raw, score in pairs]
 
     def __iter__(self) -> Iterator[JobRecord]:
-        offset = 0
-        while True:
-            page = self.page(offset, PAGE)
-            yield from page
-            if len(page) < PAGE:
-                return
-            offset += PAGE
+        """Every entry, latest first, read a page at a time."""
+        return paged(self.page, PAGE)
 
     def find_jobs(self, jid: str) -> list[JobRecord]:
         """Every entry with ``jid`` (a scan; a job can be in a set more than once)."""
-        needle = f'"jid":{wire.dumps(jid)}'
-        return [record for record in self if needle in record.raw and record.jid == jid]
+        return list(with_jid(self, jid))
 
     def retry_now(self, raw: str) -> str:
         """Put the entry back on its queue now: ``requeued``, ``gone`` or ``invalid``."""
