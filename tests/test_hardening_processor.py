@@ -233,10 +233,10 @@ def test_bug_after_a_successful_run_still_acknowledges(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken_count(*, processed: int = 0, failed: int = 0) -> None:
+    def broken_finished(tid: str, *, processed: int = 0, failed: int = 0) -> None:
         raise AttributeError("bug in the success bookkeeping")
 
-    monkeypatch.setattr(manager.bookkeeper, "count", broken_count)
+    monkeypatch.setattr(manager.bookkeeper, "finished", broken_finished)
     with running(manager):
         jid = OkJob.perform_async("ran-once")
         wait_for(lambda: RUNS == ["ran-once"])

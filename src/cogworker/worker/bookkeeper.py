@@ -78,9 +78,16 @@ class Bookkeeper:
             self._batch.workers[tid] = entry
             self._cond.notify()
 
-    def deregister(self, tid: str) -> None:
+    def finished(self, tid: str, *, processed: int = 0, failed: int = 0) -> None:
+        """A thread's job is done: deregister it and count it. Sent with the next batch
+        (the acknowledgement, or ``wake``), so one job wakes this thread only once."""
         with self._cond:
             self._batch.workers[tid] = None
+            self._batch.processed += processed
+            self._batch.failed += failed
+
+    def wake(self) -> None:
+        with self._cond:
             self._cond.notify()
 
     def acknowledge(self, work: Work) -> None:

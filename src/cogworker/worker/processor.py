@@ -112,6 +112,7 @@ class Processor:
         run.job = job
         bookkeeper = self.manager.bookkeeper
         bookkeeper.register(self.tid, self._workers_entry(work))
+        counts = {"processed": 0, "failed": 0}
         try:
             logger.info("start: %s jid=%s", job.get("class"), job.get("jid"))
             started = time.monotonic()
@@ -121,7 +122,7 @@ class Processor:
             run.ran = "interrupt" if error is not None else "ack"
             run.error = error
             if error is None:
-                bookkeeper.count(processed=1)
+                counts["processed"] = 1
                 logger.info(
                     "done: %s jid=%s in %.3fs",
                     job.get("class"),
@@ -129,7 +130,7 @@ class Processor:
                     time.monotonic() - started,
                 )
                 return "ack"
-            bookkeeper.count(failed=1)
+            counts["failed"] = 1
             logger.warning(
                 "fail: %s jid=%s: %s: %s",
                 job.get("class"),
@@ -139,7 +140,7 @@ class Processor:
             )
             return "ack" if self._route_failure(job, error, run) else "interrupt"
         finally:
-            bookkeeper.deregister(self.tid)
+            bookkeeper.finished(self.tid, **counts)
 
     def _workers_entry(self, work: Work) -> str:
         # the payload is embedded as stored (it is a JSON object: parse_job checked)
@@ -334,6 +335,7 @@ class Processor:
         if disposition == "ack" and run.death is None:
             manager.bookkeeper.acknowledge(work)  # job_finished once it is sent
             return
+        manager.bookkeeper.wake()  # send this job's deregistration and counts
         try:
             if disposition == "ack":
                 manager.acknowledge_now(work)  # death hooks run only after the ack
