@@ -22,6 +22,11 @@ from cogworker import keys
 from cogworker.redis_server import RedisServer
 from cogworker.worker.manager import Manager
 
+# the Ruby gem's own serialisations and digests (shared/ lies beside the repository)
+RUBY_VECTORS = (
+    Path(__file__).resolve().parents[2] / "shared" / "spec" / "vectors" / "ruby-digests.json"
+)
+
 WORKER_USER = "worker"
 WORKER_PASSWORD = "worker-pw"
 

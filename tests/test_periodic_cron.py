@@ -16,20 +16,18 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from runtime_support import RUBY_VECTORS
 
 import cogworker
 from cogworker import periodic
 from cogworker.periodic import Entry, PeriodicError, PeriodicSchedule, Schedule
 from cogworker.periodic.cron import CronError
 
-VECTORS = json.loads(
-    Path("/work/shared/spec/vectors/ruby-digests.json").read_text(encoding="utf-8")
-)["vectors"]
+VECTORS = json.loads(RUBY_VECTORS.read_text(encoding="utf-8"))["vectors"]
 
 T0 = 1_800_000_000  # 2027-01-15T08:00:00Z: a multiple of 3600
 

@@ -22,6 +22,7 @@ import pytest
 import redis
 from conftest import wait_for
 from runtime_support import (
+    RUBY_VECTORS,
     AclServer,
     Gate,
     closing_pools,
@@ -48,9 +49,7 @@ from cogworker.worker import scheduler
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
 
-VECTORS = json.loads(
-    Path("/work/shared/spec/vectors/ruby-digests.json").read_text(encoding="utf-8")
-)["vectors"]
+VECTORS = json.loads(RUBY_VECTORS.read_text(encoding="utf-8"))["vectors"]
 
 RUNS: list[str] = []
 GATE = Gate()

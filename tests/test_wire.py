@@ -8,15 +8,15 @@ import math
 import re
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_support import RUBY_VECTORS
 
 import cogworker
 from cogworker import keys, wire
 
-VECTORS_FILE = Path("/work/shared/spec/vectors/ruby-digests.json")
+VECTORS_FILE = RUBY_VECTORS
 VECTORS: list[dict[str, str]] = json.loads(VECTORS_FILE.read_text(encoding="utf-8"))["vectors"]
 JID = re.compile(r"\A[0-9a-f]{24}\Z")
 
