@@ -66,7 +66,7 @@ def test_socket_timeout_is_unavailable(server: RedisServer) -> None:
 
 
 def test_busy_script_reply_is_unavailable(redis_server_factory: ServerFactory) -> None:
-    busy = redis_server_factory(config_lines=["busy-reply-threshold 50"])
+    busy = redis_server_factory(config_lines=["lua-time-limit 50"])  # (busy-reply-threshold in 7)
     runner = redis.Redis.from_url(busy.url, decode_responses=True)
     other = redis.Redis.from_url(busy.url, decode_responses=True)
     outcome: list[BaseException] = []
