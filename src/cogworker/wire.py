@@ -73,13 +73,17 @@ def ruby_float(value: float) -> str:
 
 def _needs_slow_path(value: Any) -> bool:
     """True if ``value`` holds a float whose Ruby spelling differs from Python's repr."""
-    if isinstance(value, float):
-        magnitude = abs(value)
-        return magnitude != 0.0 and (magnitude >= 1e15 or magnitude < 1e-4)
-    if isinstance(value, list | tuple):
-        return any(_needs_slow_path(item) for item in value)
-    if isinstance(value, dict):
-        return any(_needs_slow_path(item) for item in value.values())
+    pending = [value]  # a loop, not recursion: this runs on every push
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is float:
+            if item and (item >= 1e15 or item <= -1e15 or -1e-4 < item < 1e-4):
+                return True
+        elif kind is list or kind is tuple:
+            pending.extend(item)
+        elif kind is dict:
+            pending.extend(item.values())
     return False
 
 
