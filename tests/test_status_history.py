@@ -217,6 +217,25 @@ def test_status_retrying_then_failed_for_a_job_with_one_retry(
     assert counter(r, "test:runs:f") == 2
 
 
+def test_status_of_a_failing_job_with_retry_false_is_failed(config: cogworker.Config) -> None:
+    """A20: ``retry: false`` allows no retry, so its first failure is terminal: ``failed``."""
+    from cogworker import testing
+
+    class NoRetryJob(cogworker.Job, retry=False):
+        name = "SH::NoRetry"
+
+        def perform(self, marker: str) -> None:
+            raise RuntimeError(f"broken: {marker}")
+
+    status.enable(config, expiration=600)
+    with testing.inline(), pytest.raises(RuntimeError, match="broken: no-retry"):
+        NoRetryJob.perform_async("no-retry")
+    (key,) = config.redis().keys("status:*")
+    fields = status_of(config, key.removeprefix("status:"))
+    assert fields["status"] == "failed"
+    assert fields["error_class"] == "RuntimeError"
+
+
 def test_status_of_an_unknown_job_is_none(config: cogworker.Config) -> None:
     assert status.status("no-such-jid", config=config) is None
     assert status.get("no-such-jid", config=config) is None
