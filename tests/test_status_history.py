@@ -179,7 +179,8 @@ def test_status_goes_queued_working_complete_with_progress_and_fields(
     assert 590 <= r.ttl(keys.status(jid)) <= 600
 
     start_worker(redis_url)
-    working = wait_for(lambda: (s := status_of(config, jid)).get("pct") and s, timeout=20)
+    # at() then store(): wait for the second write, or the first may be all there is yet
+    working = wait_for(lambda: (s := status_of(config, jid)).get("rows") and s, timeout=20)
     assert working["status"] == "working"
     assert working["pct"] == "40"
     assert working["message"] == "reading rows"
