@@ -8,20 +8,18 @@ jobs under both module spellings.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from conftest import wait_for
+from runtime_support import StartWorker, Worker
 
 import cogworker
 from cogworker import keys
@@ -99,60 +97,6 @@ def run_cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Compl
         text=True,
         timeout=30,
     )
-
-
-class Worker:
-    """A running ``python -m cogworker`` process writing stdout+stderr to a file."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> None:
-        self.args = args
-        self.log_path = log_path
-        with open(log_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cogworker", *args],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def identity(self, client: redis.Redis, timeout: float = 15.0) -> str:
-        def find() -> str | None:
-            assert self.proc.poll() is None, f"worker exited early:\n{self.output()}"
-            for member in client.smembers(keys.PROCESSES):
-                if str(member).split(":")[-2] == str(self.proc.pid):
-                    return str(member)
-            return None
-
-        return str(wait_for(find, timeout))
-
-    def info(self, client: redis.Redis) -> dict[str, object]:
-        raw = client.hget(keys.process(self.identity(client)), "info")
-        assert raw is not None
-        info = json.loads(raw)
-        assert isinstance(info, dict)
-        return info
-
-    def stop(self) -> int:
-        os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"worker ignored TERM:\n{self.output()}") from None
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-
-StartWorker = Callable[..., Worker]
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ test plants "decoy" dead processes and waits until that worker recovers them (se
 from __future__ import annotations
 
 import calendar
-import contextlib
 import json
 import os
 import re
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
+from runtime_support import StartWorker, Worker
 
 import cogworker
 from cogworker import keys, wire
@@ -87,73 +87,6 @@ LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) pid=\d+ tid=\S+ [A-Z]+: "
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-class Worker:
-    """One ``python -m cogworker`` process; stdout and stderr go to ``log_path``."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> None:
-        self.args = args
-        self.log_path = log_path
-        with open(log_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cogworker", *args],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def output(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def send(self, signum: int) -> None:
-        os.kill(self.pid, signum)
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"worker {self.pid} still running {timeout}s later; output:\n{self.output()}"
-            ) from None
-
-    def kill(self) -> None:
-        """SIGKILL the worker's whole process group (also works on a stopped process)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def identity(self, client: redis.Redis, timeout: float = 15.0) -> str:
-        """The identity this worker registered in ``cogworker:processes``."""
-
-        def find() -> str | None:
-            assert self.alive(), f"worker exited early:\n{self.output()}"
-            for member in client.smembers(keys.PROCESSES):
-                if str(member).split(":")[-2] == str(self.pid):
-                    return str(member)
-            return None
-
-        return str(wait_for(find, timeout))
-
-    def wait_output(self, fragment: str, timeout: float = 10.0) -> None:
-        try:
-            wait_for(lambda: fragment in self.output(), timeout)
-        except AssertionError:
-            raise AssertionError(f"{fragment!r} not in output:\n{self.output()}") from None
-
-
-StartWorker = Callable[..., Worker]
 
 
 @pytest.fixture
