@@ -199,43 +199,12 @@ def commands_since(client: redis.Redis, before: dict[str, int]) -> dict[str, int
     return {name: calls for name, calls in delta.items() if calls and name != "info"}
 
 
-def start_worker_process(
-    args: list[str], cwd: str | os.PathLike[str], env: dict[str, str], log_path: Path
-) -> subprocess.Popen[bytes]:
-    """``python -m cogworker <args>`` in its own session; stdout and stderr go to ``log_path``."""
-    with open(log_path, "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cogworker", *args],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def kill_worker_process(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a worker started by ``start_worker_process`` with its whole process group."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    process.wait(10)
-
-
 def worker_identity_of(client: redis.Redis, pid: int) -> str | None:
     """The identity the worker with OS pid ``pid`` registered, if it has beaten yet."""
     for member in client.smembers(keys.PROCESSES):
         if str(member).split(":")[-2] == str(pid):
             return str(member)
     return None
-
-
-def worker_environment(redis_url: str) -> dict[str, str]:
-    """The environment for a worker subprocess on ``redis_url``."""
-    environment = {**os.environ, "REDIS_URL": redis_url}
-    environment.pop("PYTHONUNBUFFERED", None)
-    return environment
 
 
 def events(client: redis.Redis, key: str) -> list[list[str]]:
@@ -372,16 +341,7 @@ class Worker:
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> None:
         self.args = args
         self.log_path = log_path
-        with open(log_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "cogworker", *args],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.proc = spawn_cogworker(args, cwd, log_path, env)
 
     @property
     def pid(self) -> int:
@@ -406,20 +366,14 @@ class Worker:
 
     def kill(self) -> None:
         """SIGKILL the worker's whole process group (also works on a stopped process)."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
-        self.proc.wait(10)
+        kill_session(self.proc)
 
     def identity(self, client: redis.Redis, timeout: float = 15.0) -> str:
         """The identity this worker registered in ``cogworker:processes``."""
 
         def find() -> str | None:
             assert self.alive(), f"worker exited early:\n{self.output()}"
-            for member in client.smembers(keys.PROCESSES):
-                if str(member).split(":")[-2] == str(self.pid):
-                    return str(member)
-            return None
+            return worker_identity_of(client, self.pid)
 
         return str(wait_for(find, timeout))
 

@@ -29,11 +29,11 @@ import redis
 from conftest import wait_for
 from runtime_support import (
     AclServer,
+    cogworker_env,
     command_calls,
     events,
-    kill_worker_process,
-    start_worker_process,
-    worker_environment,
+    kill_session,
+    spawn_cogworker,
     worker_identity_of,
 )
 
@@ -114,11 +114,11 @@ class Fleet:
         index = len(self.processes)
         path = self.directory / f"worker-{index}.yml"
         path.write_text(config)
-        process = start_worker_process(
+        process = spawn_cogworker(
             ["run", "-r", "cron_app", "-C", str(path), *extra],
             self.directory,
-            worker_environment(redis_url or self.redis_url),
             self.log(index),
+            cogworker_env(redis_url or self.redis_url),
         )
         self.processes.append(process)
         return process
@@ -131,7 +131,7 @@ class Fleet:
 
     def kill_all(self) -> None:
         for process in self.processes:
-            kill_worker_process(process)
+            kill_session(process)
 
 
 @pytest.fixture
@@ -224,7 +224,7 @@ def test_killed_until_executed_run_blocks_new_slots_until_it_is_recovered_and_do
     [survivor] = [w for w in workers if w is not victim]
     identity = worker_identity_of(r, victim.pid)
     assert identity is not None
-    kill_worker_process(victim)
+    kill_session(victim)
     holds(lambda: len(starts(r)) == 1 and r.get(lock) == jid, 3.0)  # waits for recovery
 
     r.set("test:gate:k", "open")  # the recovered run finishes at once
@@ -326,7 +326,7 @@ def test_bad_periodic_entry_in_the_config_file_stops_the_boot_with_one_line(
     done = subprocess.run(
         [sys.executable, "-m", "cogworker", "run", "-r", "cron_app", "-C", "bad.yml"],
         cwd=tmp_path,
-        env=worker_environment(redis_url),
+        env=cogworker_env(redis_url),
         capture_output=True,
         text=True,
         timeout=30,

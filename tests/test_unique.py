@@ -26,15 +26,15 @@ from runtime_support import (
     AclServer,
     Gate,
     closing_pools,
+    cogworker_env,
     counter,
     events,
-    kill_worker_process,
+    kill_session,
     private_config,
     queue_jobs,
     release,
     running,
-    start_worker_process,
-    worker_environment,
+    spawn_cogworker,
     worker_identity_of,
     zset_entries,
 )
@@ -566,11 +566,11 @@ def test_duplicates_stay_out_across_a_kill_and_the_recovery_of_the_run(
 ) -> None:
     (tmp_path / "uniq_app.py").write_text(APP)
     (tmp_path / "fast.yml").write_text(FAST)
-    env = worker_environment(redis_url)
+    env = cogworker_env(redis_url)
     args = ["run", "-r", "uniq_app", "-C", str(tmp_path / "fast.yml")]
     processes = []
     try:
-        first = start_worker_process(args, tmp_path, env, tmp_path / "first.out")
+        first = spawn_cogworker(args, tmp_path, tmp_path / "first.out", env)
         processes.append(first)
         client = Client(config)
         item = {"class": "PUniq::Held", "args": ["m"], "unique": "until_executed"}
@@ -579,11 +579,11 @@ def test_duplicates_stay_out_across_a_kill_and_the_recovery_of_the_run(
         wait_for(lambda: len(events(r, "test:events")) == 1, timeout=20)
         identity = worker_identity_of(r, first.pid)
         assert identity is not None
-        kill_worker_process(first)
+        kill_session(first)
         assert client.push(dict(item)) is None  # the run is dead but not finished
 
         r.delete(keys.process(identity))  # what its 60 s presence TTL would do
-        second = start_worker_process(args, tmp_path, env, tmp_path / "second.out")
+        second = spawn_cogworker(args, tmp_path, tmp_path / "second.out", env)
         processes.append(second)
         wait_for(lambda: len(events(r, "test:events")) == 2, timeout=20)
         assert client.push(dict(item)) is None  # recovered and running again
@@ -606,7 +606,7 @@ def test_duplicates_stay_out_across_a_kill_and_the_recovery_of_the_run(
         ]
     finally:
         for process in processes:
-            kill_worker_process(process)
+            kill_session(process)
         for name in ("first.out", "second.out"):
             path = tmp_path / name
             if path.exists():
