@@ -257,7 +257,8 @@ def test_one_unreadable_in_flight_entry_does_not_stop_the_other_refreshes(
             unreadable: list[str] = []
             while len(unreadable) < 100 and next(iter(manager.performing())) not in unreadable:
                 unreadable.append(f"{{not json {len(unreadable)}")
-                manager.job_started(unreadable[-1])
+                manager.job_taken(unreadable[-1])
+                manager.job_starting(unreadable[-1])
             r.expire(good_lock, 5)
             assert heartbeat.beat() is True
             assert active_ttl(config) - 2 <= r.ttl(good_lock) <= active_ttl(config)

@@ -496,7 +496,7 @@ def test_job_fetched_after_stop_began_is_given_back(
     OkJob.perform_async("pushed-later")
     try:
         manager.stopping.set()
-        manager.job_started(work.raw)  # what the fetcher does before handing it over
+        manager.job_taken(work.raw)  # what the fetcher does before handing it over
         manager.processors[0].process(work)
     finally:
         manager.fetch().close()

@@ -94,14 +94,16 @@ class ReliableFetch:
 
     # -- taking jobs ------------------------------------------------------------------------
 
-    def retrieve(self, wanted: int) -> list[Work]:
+    def retrieve(self, wanted: int, *, wait: bool = True) -> list[Work]:
+        """Up to ``wanted`` jobs; with ``wait`` False, never blocks or pauses when none."""
         order = weighted_order(self.config.queues, self._paused.get())
         if not order:
-            self._pause(NO_QUEUE_SLEEP)
+            if wait:
+                self._pause(NO_QUEUE_SLEEP)
             return []
         try:
             works = self._take(order, wanted)
-            if not works and len(order) == 1:
+            if not works and wait and len(order) == 1:
                 works = self._block_on(order[0])
         except redis.ResponseError as error:
             if redis_errors.is_unknown_command(error):
@@ -109,7 +111,7 @@ class ReliableFetch:
             raise
         if works:
             self._idle_interval = 0.0
-        elif len(order) > 1:
+        elif wait and len(order) > 1:
             self._idle_pause()
         return works
 

@@ -1,8 +1,15 @@
 """The Manager: a pool of processor threads fed by one fetcher thread.
 
 The fetcher thread waits until some processors are idle, takes that many jobs in one call
-(blocking server-side when the queues are empty) and hands one to each. Jobs are therefore
-moved into this process's in-progress list only when a thread is free to run them.
+(blocking server-side when the queues are empty) and hands one to each.
+
+With reliable fetch it also takes one job ahead, so that a thread finishing a job starts the
+next one at once instead of waiting for a round trip (under steady load the threads would
+otherwise queue behind each other for the fetcher). The job taken ahead is in this process's
+in-progress list like a running one; if no thread takes it within ``AHEAD_HOLD`` it goes back
+to the tail of its queue (it is next there) and taking ahead stops until a thread runs out of
+work, so a process whose threads are all busy with long jobs doesn't sit on a job that another
+process could run.
 
 The Manager also keeps the in-memory records the rest of the process relies on: which raw
 payloads are running (reconcile), which are inside ``perform`` (the heartbeat keeps their cron
@@ -16,7 +23,7 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 import redis
@@ -34,6 +41,8 @@ logger = logging.getLogger("cogworker")
 
 QUIET_PAUSE = 0.5
 FETCH_ERROR_PAUSE = 1.0
+AHEAD_HOLD = 0.25  # seconds a job taken ahead may wait for a thread before it goes back
+_WAKE = "wake"  # tells the fetcher to look again (the job ahead was taken, or quiet)
 Settlement = str | tuple[str, float, str]  # "ack" or (target set, score, payload)
 
 
@@ -44,7 +53,10 @@ class Manager:
         self.identity = identity
         self.client = config.redis()
         self.stopping = threading.Event()
-        self.idle: queue.SimpleQueue[Processor | None] = queue.SimpleQueue()
+        # the fetcher's inbox: idle processors, _WAKE, or None at stop
+        self.idle: queue.SimpleQueue[Processor | str | None] = queue.SimpleQueue()
+        self._ahead: deque[tuple[Work, float]] = deque()  # (job taken ahead, when): 0 or 1
+        self._taking_ahead = True
         self.processors = [Processor(self, index) for index in range(config.concurrency)]
         self.bookkeeper = Bookkeeper(
             self.client, identity, self.fetch, self.job_finished, self._ack_failed, self.settled
@@ -115,6 +127,7 @@ class Manager:
         """Stop (or resume) taking jobs; running ones finish. Stopping can't be undone."""
         if quiet:
             self._quiet.set()
+            self.idle.put(_WAKE)  # to hand back the job taken ahead
             if self._fetch is not None:
                 self._fetch.wake()
         elif not self.stopping.is_set():
@@ -175,33 +188,113 @@ class Manager:
     def _dispatch(self) -> None:
         idle: list[Processor] = []
         while not self.stopping.is_set():
-            if not idle:
-                waiting = self.idle.get()
-                if waiting is None:
-                    break
-                idle.append(waiting)
-            while True:
-                try:
-                    more = self.idle.get_nowait()
-                except queue.Empty:
-                    break
-                if more is not None:
-                    idle.append(more)
+            if not self._collect(idle):
+                break
             if self._quiet.is_set():
+                self._return_ahead()
                 self.stopping.wait(QUIET_PAUSE)
                 continue
-            works = self._retrieve(len(idle))
-            if self._quiet.is_set():
-                for work in works:  # quieted or stopping while we waited: don't start them
-                    self._give_back(work)
-                continue
-            for work in works:
-                self.job_started(work.raw)
-                idle.pop().mailbox.put(work)
+            self._hand_out(idle)
+        self._return_ahead()  # stopping: it never started, it isn't "unfinished"
 
-    def _retrieve(self, wanted: int) -> list[Work]:
+    def _collect(self, idle: list[Processor]) -> bool:
+        """Wait until there is something to do: idle processors, or room to take a job
+        ahead; meanwhile return a job ahead that waited too long. False at stop."""
+        if not idle and not self._wants_ahead():
+            try:
+                message = self.idle.get(timeout=self._hold_left())
+            except queue.Empty:
+                self._return_ahead(stale_only=True)
+                return True
+            if message is None:
+                return False
+            if isinstance(message, Processor):
+                idle.append(message)
+        while True:
+            try:
+                message = self.idle.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(message, Processor):
+                idle.append(message)
+        if idle:
+            self._taking_ahead = True  # a thread ran out of work: taking ahead pays
+        return True
+
+    def _hand_out(self, idle: list[Processor]) -> None:
+        while idle:
+            work = self._pop_ahead()
+            if work is None:
+                break
+            idle.pop().mailbox.put(work)
+        ahead = 1 if self._wants_ahead() else 0
+        if not idle and not ahead:
+            return
+        works = self._retrieve(len(idle) + ahead, wait=bool(idle))
+        if self._quiet.is_set():
+            for work in works:  # quieted or stopping while we waited: don't start them
+                self._give_back(work)
+            return
+        if ahead and len(works) <= len(idle):
+            self._taking_ahead = False  # the queues ran dry: nothing to take ahead
+        for work in works:
+            self.job_taken(work.raw)
+            if idle:
+                idle.pop().mailbox.put(work)
+            else:
+                self._ahead.append((work, time.monotonic()))
+
+    def _pop_ahead(self) -> Work | None:
         try:
-            works = self.fetch().retrieve(wanted)
+            work, _ = self._ahead.popleft()  # atomic: a processor may be taking it too
+        except IndexError:
+            return None
+        return work
+
+    def _wants_ahead(self) -> bool:
+        return (
+            self._taking_ahead
+            and not self._ahead
+            and self._fetch is not None
+            and self._fetch.mode == "reliable"
+        )
+
+    def _hold_left(self) -> float | None:
+        """How long the fetcher may wait for a processor before the job ahead is stale."""
+        try:
+            _, taken_at = self._ahead[0]
+        except IndexError:
+            return None
+        return max(taken_at + AHEAD_HOLD - time.monotonic(), 0.0)
+
+    def next_ahead(self) -> Work | None:
+        """For a processor that finished a job: the job taken ahead, if there is one."""
+        if self._quiet.is_set():
+            return None
+        work = self._pop_ahead()
+        if work is not None:
+            self.idle.put(_WAKE)
+        return work
+
+    def _return_ahead(self, *, stale_only: bool = False) -> None:
+        """Give back the job taken ahead (with ``stale_only``, only once it waited
+        ``AHEAD_HOLD``) and stop taking ahead until a thread runs out of work."""
+        if stale_only and self._hold_left() != 0.0:
+            return
+        work = self._pop_ahead()
+        if work is None:
+            return
+        self._taking_ahead = False
+        self._give_back(work)
+        self.job_finished(work.raw)
+
+    def _retrieve(self, wanted: int, *, wait: bool = True) -> list[Work]:
+        try:
+            fetch = self.fetch()
+            if isinstance(fetch, ReliableFetch):
+                works = fetch.retrieve(wanted, wait=wait)
+            else:
+                works = fetch.retrieve(wanted)
         except UnsupportedError as error:
             self.fall_back_to_basic(error)
             return []
@@ -230,9 +323,14 @@ class Manager:
     def busy(self) -> int:
         return self._busy
 
-    def job_started(self, raw: str) -> None:
+    def job_taken(self, raw: str) -> None:
+        """Fetched for this process: listed as running until it is settled or given back."""
         with self._records_lock:
             self._running[raw] += 1
+
+    def job_starting(self, raw: str) -> None:
+        """A processor is about to run it: the heartbeat keeps its cron lock alive."""
+        with self._records_lock:
             self._performing[raw] += 1
 
     def job_performed(self, raw: str) -> None:

@@ -67,8 +67,10 @@ class Processor:
     def _run(self) -> None:
         try:
             while True:
-                self.manager.idle.put(self)
-                work = self.mailbox.get()
+                work = self.manager.next_ahead()
+                if work is None:
+                    self.manager.idle.put(self)
+                    work = self.mailbox.get()
                 if work is None:
                     return
                 try:
@@ -89,6 +91,7 @@ class Processor:
             manager.job_finished(work.raw)
             return
         run = _Run()
+        manager.job_starting(work.raw)
         self.busy = True
         manager.change_busy(1)
         disposition = "give_back"
