@@ -452,6 +452,24 @@ def test_release_refused_after_a_terminal_failure_keeps_the_jobs_own_error(
     assert admin_client.exists(lock_key(UniqueFailJob, "own")) == 0
 
 
+def test_a_push_that_fails_after_taking_the_lock_releases_it(
+    acl: AclServer, acl_config: cogworker.Config
+) -> None:
+    """The lock is taken, then the push itself is refused: the digest is free again at once
+    (not blocked for unique_lock_ttl), and the same job can be pushed once the push works."""
+    admin_client = acl.admin
+    client = Client(acl_config)
+    acl.deny("lpush")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.push({"class": UniqueJob.name, "args": ["refused"], "unique": "until_executed"})
+    assert admin_client.exists(lock_key(UniqueJob, "refused")) == 0
+    acl.allow("lpush")
+    jid = client.push({"class": UniqueJob.name, "args": ["refused"], "unique": "until_executed"})
+    assert jid is not None
+    assert admin_client.get(lock_key(UniqueJob, "refused")) == jid
+    assert [job["jid"] for job in queue_jobs(admin_client, "default")] == [jid]
+
+
 @pytest.mark.parametrize("owner_changed", [False, True])
 def test_release_during_an_outage_is_deferred_and_sent_by_the_next_beat(
     redis_server_factory: Callable[..., RedisServer], owner_changed: bool

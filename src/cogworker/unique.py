@@ -5,7 +5,8 @@ Identical means same class, queue and arguments: the lock key is
 so both deduplicate against each other. The lock holds the jid of the job that owns it; it is
 taken at push (a duplicate push returns None), kept while the job is queued, scheduled,
 retrying or running, extended over each retry, and released when the job succeeds or fails
-for good. Its TTL, ``unique_lock_ttl`` counted from the job's due time, is only a safety net.
+for good, or when the push itself raises. Its TTL, ``unique_lock_ttl`` counted from the job's
+due time, is only a safety net.
 """
 
 from __future__ import annotations
@@ -44,11 +45,17 @@ class UniqueLockMiddleware:
         at = job.get("at")
         wait = max(float(at) - wire.now(), 0.0) if isinstance(at, int | float) else 0.0
         ttl = math.ceil(self.config.unique_lock_ttl + wait)
-        key = keys.unique(locks.unique_digest(job))
-        if redis.set(key, str(job["jid"]), nx=True, ex=ttl):
-            call_next()
-        else:
+        key, jid = keys.unique(locks.unique_digest(job)), str(job["jid"])
+        if not redis.set(key, jid, nx=True, ex=ttl):
             job["unique_skipped"] = True
+            return
+        try:
+            call_next()
+        except BaseException:
+            # the push raised: free the digest instead of refusing this job for a day. (If
+            # the push did land and only its reply was lost, a duplicate can now get in.)
+            locks.release_key(redis, key, jid)
+            raise
 
 
 class UniqueReleaseMiddleware:
