@@ -452,6 +452,34 @@ def test_release_refused_after_a_terminal_failure_keeps_the_jobs_own_error(
     assert admin_client.exists(lock_key(UniqueFailJob, "own")) == 0
 
 
+def test_a_deferred_release_refused_again_is_kept_until_it_goes_through(
+    acl: AclServer, acl_config: cogworker.Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """F95: a retry refused by ACL keeps the release (dropping it would keep a cron entry or a
+    unique job locked out until the TTL); only a key of another type drops it, logged."""
+    admin_client = acl.admin
+    worker_client = acl_config.redis()
+    admin_client.set("cogworker:unique:kept", "owner-jid")
+    admin_client.rpush("cogworker:unique:a-list", "not a lock")
+    locks.deferred.clear()
+    try:
+        locks.deferred.add("cogworker:unique:kept", "owner-jid")
+        acl.deny("del")
+        with pytest.raises(redis.ResponseError):
+            locks.deferred.retry_all(worker_client)
+        assert len(locks.deferred) == 1
+        assert admin_client.get("cogworker:unique:kept") == "owner-jid"
+        acl.allow("del")
+        locks.deferred.add("cogworker:unique:a-list", "owner-jid")
+        locks.deferred.retry_all(worker_client)
+        assert len(locks.deferred) == 0
+        assert admin_client.exists("cogworker:unique:kept") == 0
+        assert admin_client.llen("cogworker:unique:a-list") == 1
+        assert "deferred release of cogworker:unique:a-list dropped" in caplog.text
+    finally:
+        locks.deferred.clear()
+
+
 def test_a_push_that_fails_after_taking_the_lock_releases_it(
     acl: AclServer, acl_config: cogworker.Config
 ) -> None:

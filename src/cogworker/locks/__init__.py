@@ -73,14 +73,16 @@ class DeferredReleases:
         return len(self._pending)
 
     def retry_all(self, client: redis.Redis) -> None:
-        """Retry every pending release; stops (re-raising) at the first unavailability."""
+        """Retry every pending release; stops (re-raising, releases kept) at the first error
+        that may pass (Redis away, a command refused for now). Only a key that holds another
+        type can't ever be released by us: that release is dropped."""
         with self._lock:
             pending = list(self._pending.items())
         for key, owner in pending:
             try:
                 delete_if_owned(client, key, owner)
             except redis.RedisError as error:
-                if redis_errors.is_unavailable(error):
+                if "WRONGTYPE" not in str(error):
                     raise
                 logger.error("deferred release of %s dropped: %s", key, error)
             with self._lock:
