@@ -5,17 +5,21 @@
 Starts a private ``redis-server`` (AOF on, ``appendfsync always``) and several worker processes
 (``python -m cogworker run -r bench/chaos_jobs.py -C <yaml>``, short intervals so recoveries
 happen within the run), pushes jobs at a steady rate (quick, long, delayed with ``perform_in``,
-and some written to fail into the dead set), and injects faults at random times drawn from the
-seed: kill -9 of a worker (restarted), TERM of a worker running long jobs (restarted), Redis
-stopped or killed and started again on the same port and directory, ``CLIENT PAUSE`` stalls,
-killed client connections, and commands denied by ACL for a few seconds. The driver talks to
-Redis as its own ACL user, so denials of the workers' ``default`` user never lock it out.
+some written to fail into the dead set, and ``until_executed`` unique jobs drawn from a few
+keys so that duplicates are pushed all the time), while every worker also runs the same three
+per-second cron entries (two of them ``until_executed``, one with runs longer than its
+period), and injects faults at random times drawn from the seed: kill -9 of a worker
+(restarted), TERM of a worker running long jobs (restarted), Redis stopped or killed and
+started again on the same port and directory, ``CLIENT PAUSE`` stalls, killed client
+connections, and commands denied by ACL for a few seconds. The driver talks to Redis as its
+own ACL user, so denials of the workers' ``default`` user never lock it out.
 
-Then it stops injecting, lets everything drain with every worker alive, stops the workers and
-prints one table (see chaos_check.py for what is checked and how repeats are explained). It
-exits 1 when a job was lost or any check failed, 130 when interrupted. ``--short`` (the
-default) injects for 75 s and takes about 2.5 minutes in all (a killed worker's jobs come back
-only once its 60 s presence key has expired); ``--minutes M`` injects for M minutes.
+Then it stops injecting, disables the cron entries, lets everything drain with every worker
+alive, stops the workers and prints one table (see chaos_check.py for what is checked and how
+repeats are explained). It exits 1 when a job was lost or any check failed, 130 when
+interrupted. ``--short`` (the default) injects for 75 s and takes about 2.5 minutes in all (a
+killed worker's jobs come back only once its 60 s presence key has expired); ``--minutes M``
+injects for M minutes.
 
 Evidence (execution records, worker logs, faults, snapshots) stays in a temporary directory,
 removed after a passing run unless ``--keep``; re-check it with ``bench/chaos_check.py DIR``.
@@ -82,6 +86,27 @@ FAULT_WEIGHTS = {
     "acl_deny": 18,
 }
 ACL_COMMANDS = ("lrem", "evalsha", "zadd")
+
+# the cron entries every worker registers (chaos_jobs.CronJob): a run sleeps up to `longest`
+PERIODIC = [
+    {"name": "each-second", "cron": "* * * * * *", "period": 1, "longest": 0.2},
+    {
+        "name": "unique-2s",
+        "cron": "*/2 * * * * *",
+        "period": 2,
+        "longest": 0.5,
+        "unique": "until_executed",
+    },
+    {
+        "name": "unique-3s-long",
+        "cron": "*/3 * * * * *",
+        "period": 3,
+        "longest": 6.0,
+        "unique": "until_executed",
+    },
+]
+UNIQUE_KEYS = 6  # unique jobs are drawn from this many keys (so duplicates are frequent)
+UNIQUE_FAILING_KEYS = 3
 
 
 @dataclass
@@ -325,7 +350,12 @@ class Fleet:
         ]
         for name in slot.queues:
             command += ["-q", name]
-        env = {**os.environ, "REDIS_URL": self.url, "CHAOS_EVENTS_DIR": str(self.workdir)}
+        env = {
+            **os.environ,
+            "REDIS_URL": self.url,
+            "CHAOS_EVENTS_DIR": str(self.workdir),
+            "CHAOS_PERIODIC": json.dumps(PERIODIC),
+        }
         with open(self.workdir / log_name, "ab") as log:
             slot.proc = subprocess.Popen(
                 command,
@@ -515,7 +545,7 @@ class Producer(threading.Thread):
         self.stopping = threading.Event()
         self.config = cogworker.Config(redis_url=url, redis_socket_timeout=5.0)
         self.client = cogworker.Client(self.config)
-        self.pushed = self.confirmed = self.unknown = 0
+        self.pushed = self.confirmed = self.unknown = self.refused = 0
         self.error: BaseException | None = None
 
     def next_job(self) -> dict[str, Any]:
@@ -524,7 +554,19 @@ class Producer(threading.Thread):
         jid = f"{rng.getrandbits(96):024x}"
         queue = "low" if rng.random() < 0.3 else "default"
         job: dict[str, Any] = {"jid": jid, "queue": queue}
-        if draw < 0.05:
+        if 0.23 <= draw < 0.30:  # unique: same key, same args, so the digest repeats
+            failing = draw >= 0.29
+            number = rng.randrange(UNIQUE_FAILING_KEYS if failing else UNIQUE_KEYS)
+            kind, key = ("ufail", f"f{number}") if failing else ("unique", f"u{number}")
+            job.update(
+                {
+                    "class": "FailingJob" if failing else "ChaosJob",
+                    "args": [kind, 0.01 if failing else round(0.2 + 0.3 * number, 2), key],
+                    "retry": 1 if failing else 3,
+                    "unique": "until_executed",
+                }
+            )
+        elif draw < 0.05:
             job.update(
                 {
                     "class": "FailingJob",
@@ -569,14 +611,15 @@ class Producer(threading.Thread):
             while not self.stopping.is_set():
                 job = self.next_job()
                 delay = max(0.0, job["at"] - time.time()) if "at" in job else 0.0
+                key = job["args"][2] if len(job["args"]) > 2 else "-"
                 log.write(
                     f"I {time.time():.6f} {job['jid']} {job['class']} {job['args'][0]} "
-                    f"{job['queue']} {delay:.3f}\n"
+                    f"{job['queue']} {delay:.3f} {key}\n"
                 )
                 log.flush()
                 self.pushed += 1
                 try:
-                    self.client.push(job)
+                    accepted = self.client.push(job)
                 except Exception as error:
                     self.unknown += 1
                     text = f"{type(error).__name__}: {error}".replace("\n", " ")[:200]
@@ -584,8 +627,12 @@ class Producer(threading.Thread):
                     log.flush()
                     self.stopping.wait(0.2)  # don't hammer a Redis that is away
                 else:
-                    self.confirmed += 1
-                    log.write(f"C {time.time():.6f} {job['jid']}\n")
+                    if accepted is None:  # a unique job's duplicate: refused, nothing queued
+                        self.refused += 1
+                        log.write(f"D {time.time():.6f} {job['jid']}\n")
+                    else:
+                        self.confirmed += 1
+                        log.write(f"C {time.time():.6f} {job['jid']}\n")
                 next_at += 1.0 / self.rate
                 pause = next_at - time.monotonic()
                 if pause > 0:
@@ -622,6 +669,7 @@ class Chaos:
         self.phase = "starting"
         self.started_at = time.time()
         self.drain_seconds = float("nan")
+        self.periodic_disabled_at: float | None = None
         self._acl_fault: FaultRecord | None = None
 
     # -- helpers ---------------------------------------------------------------------------
@@ -943,14 +991,29 @@ class Chaos:
         if not self.redis.up:
             self.redis.start()
         self.restore_acl()
+        self.disable_periodic()
         self.out.say(
             f"faults stopped ({len(self.faults)} injected, {self.skipped} skipped); "
-            f"producer pushed {self.producer.pushed}; draining with every worker alive"
+            f"producer pushed {self.producer.pushed}; cron entries disabled; draining with "
+            "every worker alive"
         )
         deadline = time.monotonic() + STUCK_AFTER + 30
         while not self.fleet.all_up() and time.monotonic() < deadline:
             self.fleet.restart_all_now()
             time.sleep(TICK)
+
+    def disable_periodic(self) -> None:
+        """Stop the cron entries (the checker judges slots until then), so the run can drain."""
+        client = self.redis.admin()
+        try:
+            pjids = client.hkeys(keys.PERIODIC_SCHEDULE)
+            if len(pjids) != len(PERIODIC):
+                self.problems.append(f"{len(pjids)} cron entries published, not {len(PERIODIC)}")
+            if pjids:
+                client.sadd(keys.PERIODIC_DISABLED, *pjids)
+        finally:
+            client.close()
+        self.periodic_disabled_at = time.time()
 
     def drained(self, client: redis.Redis) -> bool:
         self.fleet.tick()
@@ -1022,6 +1085,9 @@ class Chaos:
                 "presence_ttl": PRESENCE_TTL,
                 "retry_after_lost_connection": RETRY_AFTER_LOST_CONNECTION,
                 "faults_skipped": self.skipped,
+                "periodic": PERIODIC,
+                "periodic_disabled_at": self.periodic_disabled_at,
+                "unique_refused": self.producer.refused,
                 "drain_seconds": self.drain_seconds,
                 "problems": self.problems,
                 "redis_url": self.redis.url,
@@ -1064,6 +1130,12 @@ def snapshot(client: redis.Redis, with_dead: bool = False) -> dict[str, Any]:
         "unsettled": int(client.llen(keys.UNSETTLED)),
         "repeat_orphans": int(client.llen(keys.REPEAT_ORPHANS)),
         "dead_count": int(client.zcard(keys.DEAD)),
+        # locks still held, lock key -> owner jid
+        "locks": {
+            str(key): str(client.get(key))
+            for pattern in (keys.UNIQUE_PREFIX + "*", keys.PERIODIC_RUNNING_PREFIX + "*")
+            for key in client.scan_iter(pattern)
+        },
     }
     if with_dead:
         dead = []

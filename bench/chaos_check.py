@@ -4,8 +4,8 @@
 
 It trusts only what the driver and the jobs wrote outside the Redis under test:
 
-* ``pushes.log``     every push: ``I`` before it is sent, then ``C`` (confirmed) or ``U`` (raised:
-                     unknown outcome, never re-sent)
+* ``pushes.log``     every push: ``I`` before it is sent, then ``C`` (confirmed), ``D`` (a unique
+                     job's duplicate, refused) or ``U`` (raised: unknown outcome, never re-sent)
 * ``exec-<pid>.log`` every execution's start and end, fsynced per line (see chaos_jobs.py)
 * ``procs.json``     every worker process: when it started, how it ended (kill -9, TERM, ...)
 * ``faults.json``    every fault injected, with its time span
@@ -18,6 +18,13 @@ Redis restart or a lost reply right after it completed, handed back at the shutd
 a false "dead" verdict on its live process. Anything else is reported as unexplained and fails
 the run, as does a lost job, anything left over, a dead set other than the jobs written to fail,
 a crashed or stuck worker, or a recovery slower than the bound.
+
+Cron entries: every slot whose whole window (from its fire time to the next) had a live,
+ticking worker and a reachable Redis must have fired exactly once; an ``until_executed`` entry
+may skip a slot while its previous run still holds the entry. No two runs of an
+``until_executed`` entry, or of one unique job, may overlap. A slot lost or doubled, or an
+overlap, passes only with a named cause (Redis unreachable during the window, a push whose reply
+was lost, a false dead verdict, the claiming worker killed between claim and push).
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ from pathlib import Path
 from typing import Any
 
 ACK_WINDOW = 1.0  # an ack leaves within ~1 ms; a completion this close to a kill was unacked
+CRON_CLASS = "CronJob"
+TICKER_READY = 6.0  # a started worker ticks within this (boot, first beat, first orphan check)
+TICK_BACKOFF = 5.0  # a tick that failed looks at the entry again this much later
+CLAIM_FAULTS = ("pause", "redis_restart", "client_kill")  # and acl_deny of evalsha
+RELEASE_SLACK = 1.0  # a lock is released right after the run's end record (one round trip)
 REDIS_FAULTS = ("pause", "redis_restart", "client_kill", "acl_deny")
 CONNECTION_FAULTS = ("client_kill", "redis_restart")
 DETAIL_LINES = 25
@@ -50,7 +62,8 @@ class Push:
     queue: str
     delay: float
     t: float
-    outcome: str = "pending"  # confirmed | unknown | pending (driver died mid-push)
+    key: str = "-"  # which unique job (same key, same digest); "-" for the others
+    outcome: str = "pending"  # confirmed | refused | unknown | pending (driver died mid-push)
     error: str = ""
 
 
@@ -64,6 +77,7 @@ class Execution:
     rc: int
     ic: int
     start: float
+    slot: int | None = None  # a cron run's slot
     end: float | None = None
     result: str | None = None
 
@@ -150,10 +164,12 @@ def load_pushes(path: Path) -> dict[str, Push]:
             continue
         tag, stamp, jid = parts[0], float(parts[1]), parts[2]
         if tag == "I" and len(parts) == 4:
-            cls, kind, queue, delay = parts[3].split(" ")
-            pushes[jid] = Push(jid, cls, kind, queue, float(delay), stamp)
+            cls, kind, queue, delay, *key = parts[3].split(" ")
+            pushes[jid] = Push(jid, cls, kind, queue, float(delay), stamp, *key[:1])
         elif tag == "C" and jid in pushes:
             pushes[jid].outcome = "confirmed"
+        elif tag == "D" and jid in pushes:
+            pushes[jid].outcome = "refused"
         elif tag == "U" and jid in pushes:
             pushes[jid].outcome = "unknown"
             pushes[jid].error = parts[3] if len(parts) == 4 else ""
@@ -167,8 +183,9 @@ def load_executions(directory: Path) -> tuple[list[Execution], int]:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             parts = line.split(" ")
             try:
-                if parts[0] == "S" and len(parts) == 9:
+                if parts[0] == "S" and len(parts) in (9, 10):
                     pid, seq = int(parts[3]), int(parts[4])
+                    slot = parts[9] if len(parts) == 10 else "-"
                     runs[(pid, seq)] = Execution(
                         pid,
                         seq,
@@ -178,6 +195,7 @@ def load_executions(directory: Path) -> tuple[list[Execution], int]:
                         int(parts[7]),
                         int(parts[8]),
                         float(parts[1]),
+                        None if slot == "-" else int(slot),
                     )
                 elif parts[0] == "E" and len(parts) == 6:
                     execution = runs[(int(parts[3]), int(parts[4]))]
@@ -446,13 +464,14 @@ class Checker:
     def check_pushes(self) -> None:
         pushes = self.data.pushes
         confirmed = [p for p in pushes.values() if p.outcome == "confirmed"]
-        unknown = [p for p in pushes.values() if p.outcome != "confirmed"]
+        refused = [p for p in pushes.values() if p.outcome == "refused"]
+        unknown = [p for p in pushes.values() if p.outcome not in ("confirmed", "refused")]
         ran = [p for p in unknown if p.jid in self.by_jid]
         kinds = Counter(p.kind for p in pushes.values())
         row = Row(
             "jobs pushed",
-            f"{len(pushes)} (confirmed {len(confirmed)}, unknown outcome {len(unknown)}: "
-            f"{len(ran)} ran, {len(unknown) - len(ran)} never ran)",
+            f"{len(pushes)} (confirmed {len(confirmed)}, refused as duplicates {len(refused)}, "
+            f"unknown outcome {len(unknown)}: {len(ran)} ran, {len(unknown) - len(ran)} never ran)",
         )
         row.details.append(
             "by kind: " + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
@@ -467,9 +486,13 @@ class Checker:
             row.details.append(
                 "push errors: " + ", ".join(f"{name} {n}" for name, n in errors.most_common())
             )
-        strangers = sorted(set(self.by_jid) - set(pushes))
+        cron_jids = {e.jid for e in self.data.executions if e.cls == CRON_CLASS}
+        strangers = sorted(set(self.by_jid) - set(pushes) - cron_jids)
         if strangers:
             self.fail(row, f"{len(strangers)} executed job(s) were never pushed: {strangers[:5]}")
+        refused_ran = [p.jid for p in refused if p.jid in self.by_jid]
+        if refused_ran:
+            self.fail(row, f"{len(refused_ran)} refused duplicate(s) ran: {refused_ran[:5]}")
         self.rows.append(row)
 
     def check_executions(self) -> None:
@@ -654,6 +677,282 @@ class Checker:
             )
         self.rows.append(row)
 
+    # -- cron entries ------------------------------------------------------------------------
+
+    def _ticking(self) -> list[tuple[float, float]]:
+        """When each worker could tick: from TICKER_READY after it started until its TERM
+        (a quiet worker doesn't tick) or its end; sorted."""
+        spans = []
+        for proc in self.data.procs.values():
+            begin = proc.started + TICKER_READY
+            end = min(t for t in (proc.term_at, proc.ended, float("inf")) if t is not None)
+            if end > begin:
+                spans.append((begin, end))
+        return sorted(spans)
+
+    @staticmethod
+    def _covered(spans: list[tuple[float, float]], start: float, end: float) -> bool:
+        reach = start
+        for begin, finish in spans:
+            if begin > reach:
+                break
+            reach = max(reach, finish)
+        return reach >= end
+
+    def _claim_outage(self, start: float, end: float) -> Fault | None:
+        """A fault that kept the claims of [start, end] from Redis (with the tick's back-off:
+        5 s after Redis was unavailable, up to 15 s after refusals)."""
+        for fault in self.data.faults:
+            refused = fault.kind == "acl_deny" and fault.detail.get("cmd") == "evalsha"
+            if fault.kind not in CLAIM_FAULTS and not refused:
+                continue
+            backoff = TICK_BACKOFF * (3 if refused else 1) + 1.0
+            if fault.t <= end and fault.t_end + backoff >= start:
+                return fault
+        return None
+
+    def _lock_end(self, jid: str) -> float:
+        """When the job ``jid`` released its lock at the latest: its last completion (a job
+        that never completed may hold it to the end)."""
+        ends = [e.end for e in self.by_jid.get(jid, []) if e.end is not None]
+        return max(ends) if ends else float("inf")
+
+    def _lost_reply(self, start: float, end: float) -> Fault | None:
+        for fault in self.data.faults:
+            lost = fault.kind in CONNECTION_FAULTS or (
+                fault.kind == "pause" and fault.t_end - fault.t >= self.socket_timeout
+            )
+            if lost and fault.overlaps(start, end):
+                return fault
+        return None
+
+    def _cron_runs(self) -> dict[str, dict[int, set[str]]]:
+        """entry name -> slot -> jids pushed for it (seen running, or in the dead set)."""
+        fired: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for execution in self.data.executions:
+            if execution.cls == CRON_CLASS and execution.slot is not None:
+                fired[execution.kind][execution.slot].add(execution.jid)
+        for entry in self.dead_entries:
+            args, slot = entry.get("args") or ["?"], entry.get("periodic_slot")
+            if entry.get("class") == CRON_CLASS and isinstance(slot, int):
+                fired[str(args[0])][slot].add(str(entry.get("jid")))
+        return fired
+
+    def check_periodic(self) -> set[str]:
+        """Every judged slot fired once; returns the jids of doubled slots explained by a lost
+        push reply (their runs may overlap)."""
+        entries = self.data.run.get("periodic") or []
+        row = Row("cron slots", "", "OK")
+        doubled_jids: set[str] = set()
+        if not entries:
+            row.value = "no cron entries in this run"
+            self.rows.append(row)
+            return doubled_jids
+        spans = self._ticking()
+        until = self.data.run.get("periodic_disabled_at") or max(
+            (f.t_end for f in self.data.faults), default=self.origin
+        )
+        fired = self._cron_runs()
+        tally: Counter[str] = Counter()
+        for entry in entries:
+            name, period = entry["name"], int(entry["period"])
+            slots = fired.get(name, {})
+            first = int(self.origin) + period - int(self.origin) % period
+            for slot in range(first, int(until) - period + 1, period):
+                jids = slots.get(slot, set())
+                window = (float(slot), float(slot + period))
+                if len(jids) > 1:
+                    later = max(min(e.start for e in self.by_jid[j]) for j in jids)
+                    fault = self._lost_reply(slot - 0.05, later)
+                    if fault is None:
+                        tally["doubled, unexplained"] += 1
+                        self.fail(row, f"{name} slot {self.at(slot)} fired {len(jids)} times")
+                        row.details.append(f"{name} slot {self.at(slot)}: jids {sorted(jids)}")
+                    else:
+                        tally["doubled: a push whose reply was lost"] += 1
+                        doubled_jids |= jids
+                        row.details.append(
+                            f"{name} slot {self.at(slot)} fired twice: the push's reply was lost "
+                            f"({fault.short(self.origin)}), the claim rolled back and won again"
+                        )
+                    continue
+                if jids:
+                    tally["fired once"] += 1
+                    continue
+                self._missed(row, entry, slot, window, spans, slots, tally)
+        row.value = ", ".join(f"{k} {v}" for k, v in tally.items())
+        self.rows.append(row)
+        return doubled_jids
+
+    def _missed(
+        self,
+        row: Row,
+        entry: dict[str, Any],
+        slot: int,
+        window: tuple[float, float],
+        spans: list[tuple[float, float]],
+        slots: dict[int, set[str]],
+        tally: Counter[str],
+    ) -> None:
+        name, period = entry["name"], int(entry["period"])
+        if not self._covered(spans, *window):
+            tally["not judged: no ticking worker all through its window"] += 1
+            return
+        if self._claim_outage(*window) is not None:
+            tally["not judged: Redis unreachable in its window"] += 1
+            return
+        if entry.get("unique") == "until_executed":
+            # blocked claims are tried again every second until the next slot comes
+            last_try = slot + period - 1 - 0.5
+            holders = [
+                jid
+                for earlier, jids in slots.items()
+                if earlier < slot
+                for jid in jids
+                if self._lock_end(jid) >= last_try
+            ]
+            if holders:
+                tally["skipped: the previous run still held the entry"] += 1
+                return
+        killed = [
+            p
+            for p in self.data.procs.values()
+            if p.how in ("kill9", "stuck") and p.ended is not None and slot <= p.ended <= slot + 0.5
+        ]
+        if killed:
+            tally["lost: its claimer killed -9 between claim and push"] += 1
+            row.details.append(
+                f"{name} slot {self.at(slot)} lost: pid {killed[0].pid} killed -9 at "
+                f"{self.at(killed[0].ended or 0.0)}, right after the slot (claim won, no push)"
+            )
+            return
+        tally["lost, unexplained"] += 1
+        self.fail(row, f"{name} slot {self.at(slot)} never fired")
+
+    def _overlaps(self, runs: list[Execution]) -> list[tuple[Execution, Execution]]:
+        """Pairs of runs whose [start, end] overlap (a killed run ends at its kill)."""
+
+        def stop(execution: Execution) -> float:
+            if execution.end is not None:
+                return execution.end
+            proc = self.data.procs.get(execution.pid)
+            return proc.ended if proc is not None and proc.ended is not None else float("inf")
+
+        pairs: list[tuple[Execution, Execution]] = []
+        ordered = sorted(runs, key=lambda e: e.start)
+        for index, later in enumerate(ordered):
+            pairs.extend(
+                (earlier, later) for earlier in ordered[:index] if stop(earlier) > later.start
+            )
+        return pairs
+
+    def _overlap_cause(self, earlier: Execution, later: Execution, lost: set[str]) -> str | None:
+        proc = self.data.procs.get(earlier.pid)
+        if proc is not None:
+            found = self._false_dead(earlier, proc)
+            if found is not None:
+                return f"{found.kind}: {found.evidence}"
+        if earlier.jid != later.jid and (earlier.jid in lost or later.jid in lost):
+            return "a push whose reply was lost (a second job got in)"
+        return None
+
+    def _check_overlaps(self, row: Row, groups: dict[str, list[Execution]], lost: set[str]) -> int:
+        count = 0
+        for name, runs in groups.items():
+            for earlier, later in self._overlaps(runs):
+                count += 1
+                cause = self._overlap_cause(earlier, later, lost)
+                text = (
+                    f"{name}: {earlier.label} (jid {earlier.jid}) and {later.label} (jid "
+                    f"{later.jid}) overlapped at {self.at(later.start)}"
+                )
+                if cause is None:
+                    self.fail(row, text)
+                    row.details.append(text + " -- UNEXPLAINED")
+                else:
+                    row.details.append(f"{text}: {cause}")
+        return count
+
+    def check_cron_overlaps(self, doubled: set[str]) -> None:
+        entries = self.data.run.get("periodic") or []
+        names = {e["name"] for e in entries if e.get("unique") == "until_executed"}
+        groups: dict[str, list[Execution]] = defaultdict(list)
+        for execution in self.data.executions:
+            if execution.cls == CRON_CLASS and execution.kind in names:
+                groups[execution.kind].append(execution)
+        row = Row("until_executed cron runs overlapping", "", "OK")
+        runs = sum(len(g) for g in groups.values())
+        count = self._check_overlaps(row, groups, doubled)
+        row.value = f"{count} (of {runs} runs of {len(names)} entries)"
+        self.rows.append(row)
+
+    # -- unique jobs -------------------------------------------------------------------------
+
+    def check_unique(self) -> None:
+        groups: dict[tuple[str, str, str], list[Push]] = defaultdict(list)
+        for push in self.data.pushes.values():
+            if push.key != "-":
+                groups[(push.cls, push.queue, push.key)].append(push)
+        row = Row("unique jobs", "", "OK")
+        if not groups:
+            row.value = "none pushed"
+            self.rows.append(row)
+            return
+        refused = accepted = justified_late = 0
+        lost = {p.jid for p in self.data.pushes.values() if p.outcome in ("unknown", "pending")}
+        runs: dict[str, list[Execution]] = {}
+        for (cls, queue, key), pushes in groups.items():
+            holders = [p for p in pushes if p.outcome != "refused"]
+            accepted += sum(1 for p in holders if p.outcome == "confirmed")
+            runs[f"{cls}/{queue}/{key}"] = [e for p in holders for e in self.by_jid.get(p.jid, [])]
+            for push in pushes:
+                if push.outcome != "refused":
+                    continue
+                refused += 1
+                earlier = [h for h in holders if h.t <= push.t]
+                if any(self._lock_end(h.jid) + RELEASE_SLACK >= push.t for h in earlier):
+                    continue
+                delayed = [h for h in earlier if self._claim_outage(self._lock_end(h.jid), push.t)]
+                if delayed:
+                    justified_late += 1
+                    continue
+                self.fail(row, f"duplicate of {cls}/{key} refused with no job holding the lock")
+                row.details.append(
+                    f"jid {push.jid} {cls}/{queue}/{key} refused at {self.at(push.t)}; earlier "
+                    "jobs ended at "
+                    + ", ".join(self.at(self._lock_end(h.jid)) for h in earlier[-3:])
+                )
+        overlaps = self._check_overlaps(row, runs, lost)
+        row.value = (
+            f"{accepted} accepted, {refused} refused as duplicates (each while an earlier one "
+            f"held the lock; {justified_late} while its release waited out a Redis fault); "
+            f"{len(groups)} keys; runs of one key overlapping: {overlaps}"
+        )
+        self.rows.append(row)
+
+    def check_locks(self) -> None:
+        snap = self.data.snapshots.get("drained")
+        row = Row("locks left once drained", "", "OK")
+        if snap is None or "locks" not in snap:
+            row.value = "no snapshot"
+            self.rows.append(row)
+            return
+        unique = {k: v for k, v in snap["locks"].items() if "unique" in k}
+        cron = {k: v for k, v in snap["locks"].items() if k not in unique}
+        row.value = f"unique {len(unique)}, cron running locks {len(cron)}"
+        for key, owner in unique.items():
+            push = self.data.pushes.get(owner)
+            if push is not None and push.outcome == "unknown" and owner not in self.by_jid:
+                row.details.append(
+                    f"{key}: held by jid {owner}, a push that raised ({push.error[:60]}) and "
+                    "whose release couldn't be sent either; it expires after unique_lock_ttl"
+                )
+                continue
+            self.fail(row, f"{key} still held by jid {owner}")
+        for key, owner in cron.items():
+            self.fail(row, f"{key} still held by jid {owner}")
+        self.rows.append(row)
+
     def check_faults(self) -> None:
         kinds = Counter(f.kind for f in self.data.faults)
         detail = Counter(
@@ -822,6 +1121,10 @@ class Checker:
         explained = self.check_repeats()
         self.check_leftovers()
         self.check_dead(explained)
+        doubled = self.check_periodic()
+        self.check_cron_overlaps(doubled)
+        self.check_unique()
+        self.check_locks()
         self.check_faults()
         self.check_recovery()
         self.check_workers()

@@ -5,21 +5,26 @@ when a job starts and one when it ends to ``$CHAOS_EVENTS_DIR/exec-<pid>.log`` a
 line before the job goes on, so a ``kill -9`` just after ``perform`` returned still leaves the
 completion on disk (the checker trusts these files, never Redis). Line format::
 
-    S <epoch> <jid> <pid> <seq> <class> <kind> <retry_count> <interrupted_count>
+    S <epoch> <jid> <pid> <seq> <class> <kind> <retry_count> <interrupted_count> <slot>
     E <epoch> <jid> <pid> <seq> ok|fail
 
-``seq`` numbers the executions of one process, so (pid, seq) names one execution.
+``seq`` numbers the executions of one process, so (pid, seq) names one execution; ``slot`` is
+a cron run's ``periodic_slot`` (epoch seconds), ``-`` for other jobs.
 
-The jobs only sleep (``ChaosJob``) or sleep and raise (``FailingJob``: ``retry`` 1 and a
-``retry_in`` of 0.5 s, so it ends in the dead set after two executions). SIGUSR1 dumps every
-thread's stack into the worker's output: the driver sends it to a worker that doesn't exit
-after TERM before killing it, as evidence.
+The jobs only sleep (``ChaosJob``, ``CronJob``) or sleep and raise (``FailingJob``: ``retry``
+1 and a ``retry_in`` of 0.5 s, so it ends in the dead set after two executions). The cron
+entries come from ``$CHAOS_PERIODIC`` (JSON written by the driver): each runs ``CronJob``
+with its name as first argument. SIGUSR1 dumps every thread's stack into the worker's
+output: the driver sends it to a worker that doesn't exit after TERM before killing it, as
+evidence.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -30,6 +35,7 @@ from typing import Any
 import cogworker
 
 EVENTS_DIR_ENV = "CHAOS_EVENTS_DIR"
+PERIODIC_ENV = "CHAOS_PERIODIC"
 
 
 class ChaosFailure(RuntimeError):
@@ -64,7 +70,7 @@ class _Recorder:
             self._write(
                 f"S {time.time():.6f} {job.get('jid')} {os.getpid()} {seq} {job.get('class')} "
                 f"{kind} {int(job.get('retry_count') or 0)} "
-                f"{int(job.get('interrupted_count') or 0)}\n"
+                f"{int(job.get('interrupted_count') or 0)} {job.get('periodic_slot', '-')}\n"
             )
         return seq
 
@@ -92,11 +98,12 @@ class RecordExecutions:
 
 
 class ChaosJob(cogworker.Job, retry=3):
-    """Sleeps ``seconds``; ``kind`` (quick, long, delayed) is only for the records."""
+    """Sleeps ``seconds``; ``kind`` (quick, long, delayed, unique) and ``key`` (which unique
+    job it is) are only for the records."""
 
     name = "ChaosJob"
 
-    def perform(self, kind: str, seconds: float) -> None:
+    def perform(self, kind: str, seconds: float, key: str = "") -> None:
         time.sleep(seconds)
 
 
@@ -109,15 +116,31 @@ class FailingJob(cogworker.Job, retry=1):
     def retry_in(cls, count: int, error: BaseException, job: dict[str, Any]) -> float:
         return 0.5
 
-    def perform(self, kind: str, seconds: float) -> None:
+    def perform(self, kind: str, seconds: float, key: str = "") -> None:
         time.sleep(seconds)
         raise ChaosFailure(f"{kind} job {self.jid} fails on purpose")
+
+
+class CronJob(cogworker.Job):
+    """A cron entry's run: sleeps up to ``longest`` seconds (drawn per run)."""
+
+    name = "CronJob"
+
+    def perform(self, entry: str, longest: float) -> None:
+        time.sleep(random.uniform(0, longest))
 
 
 def _install(config: cogworker.Config) -> None:
     if not os.environ.get(EVENTS_DIR_ENV):
         raise RuntimeError(f"chaos_jobs needs ${EVENTS_DIR_ENV} (where executions are recorded)")
     config.server_middleware.add(RecordExecutions)
+    for entry in json.loads(os.environ.get(PERIODIC_ENV) or "[]"):
+        config.periodic.register(
+            entry["cron"],
+            CronJob,
+            args=[entry["name"], entry["longest"]],
+            unique=entry.get("unique"),
+        )
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
