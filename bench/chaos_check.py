@@ -762,7 +762,10 @@ class Checker:
                 jids = slots.get(slot, set())
                 window = (float(slot), float(slot + period))
                 if len(jids) > 1:
-                    later = max(min(e.start for e in self.by_jid[j]) for j in jids)
+                    # when the last of them started (a run only in the dead set: the end)
+                    later = max(
+                        min((e.start for e in self.by_jid.get(j, [])), default=until) for j in jids
+                    )
                     fault = self._lost_reply(slot - 0.05, later)
                     if fault is None:
                         tally["doubled, unexplained"] += 1
@@ -926,7 +929,7 @@ class Checker:
         row.value = (
             f"{accepted} accepted, {refused} refused as duplicates (each while an earlier one "
             f"held the lock; {justified_late} while its release waited out a Redis fault); "
-            f"{len(groups)} keys; runs of one key overlapping: {overlaps}"
+            f"{len(groups)} digests; runs of one digest overlapping: {overlaps}"
         )
         self.rows.append(row)
 

@@ -1,8 +1,9 @@
 """The chaos suite's short mode (bench/chaos.py --short) passes: no job lost, every check OK.
 
 It runs the real thing as a subprocess: a private redis-server with AOF, four worker processes,
-about 2,000 jobs and at least 20 injected faults (kill -9, TERM, Redis restarts, CLIENT PAUSE,
-killed connections, ACL denials), then the drain and the checker's table. About 2.5 minutes.
+about 2,000 jobs (unique ones among them) and three per-second cron entries, at least 20
+injected faults (kill -9, TERM, Redis restarts, CLIENT PAUSE, killed connections, ACL denials),
+then the drain and the checker's table. About 2.5 minutes.
 """
 
 from __future__ import annotations
@@ -61,3 +62,8 @@ def test_chaos_short_mode_loses_no_job() -> None:
     assert faults is not None and int(faults.group(1)) >= 20, tail
     pushed = re.search(r"^jobs pushed\s+\d+ \(confirmed (\d+),", output, re.MULTILINE)
     assert pushed is not None and int(pushed.group(1)) >= 2000, tail
+    # the cron entries and unique jobs were exercised, not just present
+    fired = re.search(r"^cron slots\s+.*?fired once (\d+)", output, re.MULTILINE | re.DOTALL)
+    assert fired is not None and int(fired.group(1)) >= 30, tail
+    unique = re.search(r"^unique jobs\s+(\d+) accepted, (\d+) refused", output, re.MULTILINE)
+    assert unique is not None and int(unique.group(1)) >= 50 and int(unique.group(2)) >= 5, tail
