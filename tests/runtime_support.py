@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,15 @@ def running(manager: Manager, stop_timeout: float = 5.0) -> Iterator[Manager]:
     finally:
         if not manager.stopping.is_set():
             manager.stop(stop_timeout)
+
+
+def holds(condition: Callable[[], Any], duration: float) -> None:
+    """Poll ``condition`` for ``duration`` seconds; fail the moment it is false (to show that
+    something does *not* happen)."""
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        assert condition(), f"stopped holding: {condition}"
+        time.sleep(0.02)
 
 
 class Gate:

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import StartWorker, Worker
+from runtime_support import StartWorker, Worker, holds
 
 import cogworker
 from cogworker import keys, wire
@@ -167,14 +167,6 @@ def assert_gone(client: redis.Redis, identity: str) -> None:
     assert client.exists(keys.process(identity)) == 0
     assert not client.sismember(keys.PROCESSES, identity)
     assert client.llen(keys.inprogress(identity)) == 0
-
-
-def holds(condition: Callable[[], Any], duration: float) -> None:
-    """Poll ``condition`` for ``duration`` seconds; fail the moment it is false."""
-    deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
-        assert condition(), f"stopped holding: {condition}"
-        time.sleep(0.02)
 
 
 def subscribed(client: redis.Redis, identity: str) -> bool:

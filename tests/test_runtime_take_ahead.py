@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import Gate, all_settled, closing_pools, running
+from runtime_support import Gate, all_settled, closing_pools, holds, running
 
 import cogworker
 from cogworker import keys
@@ -101,10 +100,7 @@ def test_a_job_ahead_no_thread_takes_in_time_goes_back_to_run_next(
         assert second not in manager.running()
         # taking ahead stops while the thread stays busy: nothing is taken again (watched
         # for ten hold times)
-        watch_until = time.monotonic() + 10 * manager_module.AHEAD_HOLD
-        while time.monotonic() < watch_until:
-            assert inprogress(r, manager) == [held]
-            time.sleep(0.02)
+        holds(lambda: inprogress(r, manager) == [held], 10 * manager_module.AHEAD_HOLD)
         GATE.open()
         wait_for(lambda: len(RUNS) == 3 and all_settled(r, manager))
     assert RUNS == ["held", "second", "third"]
@@ -164,10 +160,7 @@ def test_basic_fetch_never_takes_a_job_ahead(
         wait_for(lambda: RUNS == ["held"])
         # with basic fetch a job taken is only in memory: none is taken before a thread is
         # free (watched for a second)
-        watch_until = time.monotonic() + 1.0
-        while time.monotonic() < watch_until:
-            assert r.lrange(keys.queue("default"), 0, -1) == [third, second]
-            time.sleep(0.02)
+        holds(lambda: r.lrange(keys.queue("default"), 0, -1) == [third, second], 1.0)
         assert manager.running() == {held}
         GATE.open()
         wait_for(lambda: len(RUNS) == 3)
