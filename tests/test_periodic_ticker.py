@@ -224,6 +224,33 @@ def test_claim_writes_the_running_lock_before_the_push(ticking: Ticking, r: redi
     assert seen == [(job["jid"], job["jid"])]
 
 
+def test_running_lock_is_short_until_the_push_is_done(ticking: Ticking, r: redis.Redis) -> None:
+    """A process killed between its claim and its push leaves a lock naming a job that never
+    existed: it must close the entry for seconds, not for unique_lock_ttl. Once the job is
+    queued the lock lasts unique_lock_ttl."""
+    entry = register(ticking.config, unique="until_executed")
+    ttl_during_push: list[int] = []
+
+    class Probe:
+        def __call__(
+            self,
+            job_class: str,
+            job: dict[str, Any],
+            queue: str,
+            client: redis.Redis,
+            call_next: Callable[[], None],
+        ) -> None:
+            ttl_during_push.append(r.ttl(keys.periodic_running(entry.pjid)))
+            call_next()
+
+    ticking.config.client_middleware.add(Probe)
+    ticking.tick(ticking.ticker(), T0 + 1)
+    [job] = queue_jobs(r, "default")
+    assert len(ttl_during_push) == 1 and 0 < ttl_during_push[0] <= 20
+    assert running_lock(r, entry) == job["jid"]
+    assert 86_390 <= r.ttl(keys.periodic_running(entry.pjid)) <= 86_400
+
+
 def test_fast_job_run_inline_releases_the_lock_it_found_written(
     ticking: Ticking, r: redis.Redis
 ) -> None:

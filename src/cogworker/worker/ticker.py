@@ -4,7 +4,9 @@ Every process computes each entry's slot (its latest fire time not after now) an
 claim it in Redis (``periodic_claim.lua``): ``last_slot`` only moves forward and a per-slot NX
 lock breaks the tie between two processes, so one process wins each slot. The winner pushes
 the job; if the push fails the claim is rolled back (``periodic_rollback.lua``) so the slot can
-run on the next tick.
+run on the next tick. The running lock of an ``until_executed`` entry is written by the claim
+with a 20 s TTL and extended to ``unique_lock_ttl`` once the job is queued, so a process killed
+between claim and push loses that slot but doesn't close the entry for a day.
 
 The ticker wakes at the soonest next fire time of its entries (and at least every 5 s), so a
 per-second schedule misses no slot while the process keeps up; a tick in which no entry reached
@@ -37,6 +39,10 @@ logger = logging.getLogger("cogworker")
 
 TICK_INTERVAL = 5.0
 LOCK_TTL = 20
+# The running lock an until_executed claim writes lasts this long until the push is done (then
+# unique_lock_ttl), so a process killed between claim and push closes its entry for 20 s, not
+# for a day.
+CLAIMED_TTL = LOCK_TTL
 BACKOFF_MAX = 300.0
 BLOCKED_GRACE = 15.0
 
@@ -195,7 +201,6 @@ class Ticker:
 
     def _claim_all(self, claims: list[tuple[Entry, int]], jids: list[str]) -> list[Any]:
         """Claim every due slot in one round trip (priming instead when catch-up is off)."""
-        queued_ttl = math.ceil(self.config.unique_lock_ttl)
         pipe = self._client.pipeline(transaction=False)
         primes = []
         for (entry, slot), jid in zip(claims, jids, strict=True):
@@ -209,7 +214,7 @@ class Ticker:
                 keys.periodic_last_slot(entry.pjid),
                 keys.periodic_lock(entry.pjid, slot),
             ]
-            args: list[Any] = [slot, entry.unique or "", LOCK_TTL, jid, queued_ttl]
+            args: list[Any] = [slot, entry.unique or "", LOCK_TTL, jid, CLAIMED_TTL]
             pipe.evalsha(CLAIM.sha, len(script_keys), *script_keys, *args)
         replies = pipe.execute(raise_on_error=False)
         results: list[Any] = []
@@ -222,11 +227,11 @@ class Ticker:
             reply = replies[position]
             position += 1
             if isinstance(reply, NoScriptError):
-                reply = self._claim_one(entry, slot, jid, queued_ttl)
+                reply = self._claim_one(entry, slot, jid)
             results.append(0 if primed else reply)
         return results
 
-    def _claim_one(self, entry: Entry, slot: int, jid: str, queued_ttl: int) -> Any:
+    def _claim_one(self, entry: Entry, slot: int, jid: str) -> Any:
         script_keys = [
             keys.periodic_running(entry.pjid),
             keys.periodic_last_slot(entry.pjid),
@@ -234,7 +239,7 @@ class Ticker:
         ]
         try:
             return CLAIM(
-                self._client, script_keys, [slot, entry.unique or "", LOCK_TTL, jid, queued_ttl]
+                self._client, script_keys, [slot, entry.unique or "", LOCK_TTL, jid, CLAIMED_TTL]
             )
         except redis.RedisError as error:
             return error
@@ -264,7 +269,10 @@ class Ticker:
             raise
         if pushed is None and entry.until_executed:
             locks.release_key(self._client, keys.periodic_running(entry.pjid), jid)
-        elif pushed is not None and pushed != jid:
+            return
+        if entry.until_executed:
+            self._hold_until_run(entry, jid)
+        if pushed is not None and pushed != jid:
             logger.warning(
                 "periodic %s: a client middleware changed the job's jid (%s -> %s); its running "
                 "lock won't be released by the job and keeps the entry closed for up to %ss",
@@ -272,6 +280,22 @@ class Ticker:
                 jid,
                 pushed,
                 math.ceil(self.config.unique_lock_ttl),
+            )
+
+    def _hold_until_run(self, entry: Entry, jid: str) -> None:
+        """The job is queued: its running lock now lasts ``unique_lock_ttl`` (the run shortens
+        it when it starts)."""
+        lock, ttl = keys.periodic_running(entry.pjid), math.ceil(self.config.unique_lock_ttl)
+        try:
+            locks.expire_if_owned(self._client, lock, jid, ttl)
+        except redis.RedisError as error:
+            logger.warning(
+                "periodic %s: couldn't extend the running lock of jid=%s (it expires %ds after "
+                "the claim unless the run starts first): %s",
+                entry.pjid,
+                jid,
+                CLAIMED_TTL,
+                error,
             )
 
     # -- rollbacks and failures --------------------------------------------------------------
