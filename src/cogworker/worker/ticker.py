@@ -181,6 +181,7 @@ class Ticker:
     def _claim_and_push(self, claims: list[tuple[Entry, int]]) -> None:
         jids = [wire.new_jid() for _ in claims]
         results = self._claim_all(claims, jids)
+        queued: list[tuple[Entry, str]] = []  # until_executed runs pushed: extend their locks
         for (entry, slot), jid, result in zip(claims, jids, results, strict=True):
             state = self._states[entry.pjid]
             try:
@@ -190,14 +191,16 @@ class Ticker:
                     # a release delayed by an outage may still land: look again shortly
                     state.next_fire = time.time() + 1.0
                     continue
-                if isinstance(result, list) and result and int(result[0]) == 1:
-                    self._push(entry, slot, jid, str(result[1]))
+                won = isinstance(result, list) and result and int(result[0]) == 1
+                if won and self._push(entry, slot, jid, str(result[1])):
+                    queued.append((entry, jid))
                 state.checked_slot = slot
                 state.blocked_since = None
                 state.failures = 0
                 redis_errors.reporter.recovered("Periodic tick")
             except Exception as error:
                 self._failed(entry, error)
+        self._hold_until_run(queued)
 
     def _claim_all(self, claims: list[tuple[Entry, int]], jids: list[str]) -> list[Any]:
         """Claim every due slot in one round trip (priming instead when catch-up is off)."""
@@ -250,7 +253,8 @@ class Ticker:
             state.blocked_since = (slot, clock)
         return clock - state.blocked_since[1] >= BLOCKED_GRACE
 
-    def _push(self, entry: Entry, slot: int, jid: str, previous: str) -> None:
+    def _push(self, entry: Entry, slot: int, jid: str, previous: str) -> bool:
+        """Push the slot's job; True if it is an until_executed run now queued."""
         item: dict[str, Any] = {
             "class": entry.job,
             "args": copy.deepcopy(entry.args),  # middleware may edit the payload in place
@@ -267,12 +271,11 @@ class Ticker:
         except Exception:
             self._rollback(_Rollback(entry, slot, previous, jid))
             raise
-        if pushed is None and entry.until_executed:
-            locks.release_key(self._client, keys.periodic_running(entry.pjid), jid)
-            return
-        if entry.until_executed:
-            self._hold_until_run(entry, jid)
-        if pushed is not None and pushed != jid:
+        if pushed is None:
+            if entry.until_executed:
+                locks.release_key(self._client, keys.periodic_running(entry.pjid), jid)
+            return False
+        if pushed != jid:
             logger.warning(
                 "periodic %s: a client middleware changed the job's jid (%s -> %s); its running "
                 "lock won't be released by the job and keeps the entry closed for up to %ss",
@@ -281,22 +284,38 @@ class Ticker:
                 pushed,
                 math.ceil(self.config.unique_lock_ttl),
             )
+        return entry.until_executed
 
-    def _hold_until_run(self, entry: Entry, jid: str) -> None:
-        """The job is queued: its running lock now lasts ``unique_lock_ttl`` (the run shortens
-        it when it starts)."""
-        lock, ttl = keys.periodic_running(entry.pjid), math.ceil(self.config.unique_lock_ttl)
+    def _hold_until_run(self, queued: list[tuple[Entry, str]]) -> None:
+        """These runs are queued: their running locks now last ``unique_lock_ttl`` (each run
+        shortens its own when it starts). Owner-checked, one round trip for all."""
+        if not queued:
+            return
+        ttl = math.ceil(self.config.unique_lock_ttl)
+        pipe = self._client.pipeline(transaction=False)
+        for entry, jid in queued:
+            lock = keys.periodic_running(entry.pjid)
+            pipe.evalsha(locks.EXPIRE_IF_OWNED.sha, 1, lock, jid, ttl)
         try:
-            locks.expire_if_owned(self._client, lock, jid, ttl)
+            replies: list[Any] = pipe.execute(raise_on_error=False)
         except redis.RedisError as error:
-            logger.warning(
-                "periodic %s: couldn't extend the running lock of jid=%s (it expires %ds after "
-                "the claim unless the run starts first): %s",
-                entry.pjid,
-                jid,
-                CLAIMED_TTL,
-                error,
-            )
+            replies = [error] * len(queued)
+        for (entry, jid), reply in zip(queued, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                try:
+                    locks.expire_if_owned(self._client, keys.periodic_running(entry.pjid), jid, ttl)
+                    continue
+                except redis.RedisError as error:
+                    reply = error
+            if isinstance(reply, Exception):
+                logger.warning(
+                    "periodic %s: couldn't extend the running lock of jid=%s (it expires %ds "
+                    "after the claim unless the run starts first): %s",
+                    entry.pjid,
+                    jid,
+                    CLAIMED_TTL,
+                    reply,
+                )
 
     # -- rollbacks and failures --------------------------------------------------------------
 
