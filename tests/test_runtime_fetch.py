@@ -16,7 +16,7 @@ from conftest import wait_for
 from runtime_support import AclServer, closing_pools, private_config, queue_jobs, release, running
 
 import cogworker
-from cogworker import keys, redis_errors
+from cogworker import keys, redis_errors, wire
 from cogworker.fetch import Fetch
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import ACK, FETCH_BATCH, ReliableFetch
@@ -372,3 +372,49 @@ def test_unreadable_payload_requeued_to_default_is_buried_there(
     assert entry["class"] == "(unparseable)"
     assert entry["queue"] == "default"
     assert entry["raw_payload"] == "{not json"
+
+
+# -- a command refused by ACL halfway through a script ----------------------------------------
+
+
+@pytest.mark.parametrize("step", ["give back", "interrupt", "park"])
+def test_a_refused_removal_fails_the_whole_step_so_the_job_is_in_one_place(
+    redis_server_factory: Callable[..., RedisServer], step: str
+) -> None:
+    """Redis keeps the writes a script made before the command ACL refused. These steps write
+    the job's destination, then take it off the in-progress list: with LREM refused they must
+    write nothing (else the job would be queued, or filed, and still in progress: run twice)."""
+    from cogworker.worker.recovery import PARK_UNSETTLED
+
+    acl = AclServer(redis_server_factory)
+    if acl.server.version < (7, 0):
+        acl.close()
+        pytest.skip("Redis < 7 can't check a command's ACL from a script")
+    cfg = private_config(acl.worker_url, queues=["refused"])
+    admin = acl.admin
+    fetch = ReliableFetch(cfg, new_identity(), threading.Event())
+    try:
+        job = {"class": FetchJob.name, "args": ["once"], "queue": "refused"}
+        raw = wire.dumps(wire.normalize(job))
+        admin.lpush(keys.queue("refused"), raw)
+        [work] = fetch.retrieve(1)
+        acl.deny("lrem")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            if step == "give back":
+                fetch.give_back(work)
+            elif step == "interrupt":
+                fetch.interrupt(work, keys.RETRY, time.time() + 30, work.raw)
+            else:
+                record = json.dumps({"set": keys.RETRY, "score": 0, "payload": work.raw})
+                PARK_UNSETTLED(cfg.redis(), [fetch.inprogress, keys.UNSETTLED], [raw, record])
+        assert admin.lrange(fetch.inprogress, 0, -1) == [raw]
+        assert admin.llen(keys.queue("refused")) == 0
+        assert admin.zcard(keys.RETRY) == 0 and admin.llen(keys.UNSETTLED) == 0
+        acl.allow("lrem")
+        fetch.give_back(work)  # allowed again: the step goes through whole
+        assert admin.lrange(keys.queue("refused"), 0, -1) == [raw]
+        assert admin.llen(fetch.inprogress) == 0
+    finally:
+        fetch.close()
+        release(cfg)
+        acl.close()

@@ -1,3 +1,4 @@
+--#include acl_guard.lua
 -- File the record at the head of cogworker:unsettled into its set, then drop it.
 -- KEYS[1]  cogworker:unsettled
 -- KEYS[2]  cogworker:orphanings:<jid> of the payload
@@ -6,6 +7,10 @@
 -- Returns  1 if filed, 0 if another process filed it first.
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
+end
+local denied = acl_denied("lpop", KEYS[1])
+if denied then
+  return denied
 end
 redis.call("ZADD", KEYS[3], ARGV[2], ARGV[3])
 redis.call("LPOP", KEYS[1])

@@ -1,4 +1,5 @@
 --#include requeue_job.lua
+--#include acl_guard.lua
 -- Requeue a process's in-progress list: a dead process's (orphan recovery) or our own at
 -- shutdown. The liveness verdict and the requeue happen in this one step, so a process that
 -- beats meanwhile can't have its running jobs taken.
@@ -35,6 +36,11 @@ if recovering then
   if last and redis_now() - last <= tonumber(ARGV[6]) then
     return {-1, 0, 0}
   end
+end
+
+local denied = acl_denied("lpop", KEYS[1])
+if denied then
+  return denied
 end
 
 local finished, keep = {}, {}
