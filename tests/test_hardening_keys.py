@@ -235,6 +235,47 @@ def test_cron_lock_is_kept_alive_from_memory_and_never_brought_back_unasked(
     assert RUNS == ["fail-later"]
 
 
+def test_a_beat_after_an_outage_never_retakes_a_lock_its_run_just_released(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    """The first beat after failed ones re-takes the cron locks of jobs inside ``perform``. A
+    run whose perform has returned must not count: if that beat lands between the running-lock
+    middleware's release and the processor's bookkeeping, the lock would come back with the
+    active TTL and close the entry for minutes with nothing running (seen in a chaos run)."""
+    config.concurrency = 1
+    manager, heartbeat = beating(config)
+    lock = keys.periodic_running("hard-pj-released")
+    retaken: list[int] = []
+
+    class BeatRightAfterRelease:
+        """Outermost: runs after the running-lock middleware released the lock."""
+
+        def __call__(
+            self,
+            worker: object,
+            job: dict[str, object],
+            queue: str,
+            call_next: Callable[[], None],
+        ) -> None:
+            call_next()
+            heartbeat._keep_locks_alive(retake=True)
+            retaken.append(int(r.exists(lock)))
+
+    config.server_middleware.prepend(BeatRightAfterRelease)
+    raw = cron_payload("released", "hard-pj-released")
+    r.set(lock, json.loads(raw)["jid"], ex=600)
+    r.lpush(keys.queue("default"), raw)
+    GATE.open()
+    try:
+        with running(manager):
+            wait_for(lambda: retaken != [] and all_settled(r, manager))
+    finally:
+        close(manager, heartbeat)
+    assert RUNS == ["released"]
+    assert retaken == [0]
+    assert r.exists(lock) == 0
+
+
 # -- G102: one unreadable in-flight entry ----------------------------------------------------------
 
 

@@ -332,6 +332,29 @@ def old_copy(job_class: type[cogworker.Job], *args: Any, **extra: Any) -> str:
     return wire.dumps(payload)
 
 
+def test_a_run_handed_back_at_shutdown_leaves_the_lock_to_its_requeued_copy(
+    small: cogworker.Config, r: redis.Redis
+) -> None:
+    """At the shutdown deadline a job still inside perform is handed back; if that run then
+    finishes before the process exits, its release must not free the lock the requeued copy
+    (same jid) now holds, or a duplicate could get in while the copy waits or runs."""
+    jid = UniqueGatedJob.perform_async("handed-back")
+    key = lock_key(UniqueGatedJob, "handed-back")
+    manager = Manager(small, new_identity())
+    manager.start()
+    try:
+        assert GATE.entered.wait(10)
+        manager.stop(0.2)
+        assert [job["jid"] for job in queue_jobs(r, "default")] == [jid]
+        GATE.open()
+        wait_for(lambda: manager.busy == 0)  # the run here finished (and tried to release)
+    finally:
+        GATE.open()
+    assert RUNS == ["handed-back"]
+    assert r.get(key) == jid
+    assert UniqueGatedJob.perform_async("handed-back") is None  # still a duplicate
+
+
 def test_older_run_never_releases_or_extends_a_newer_runs_lock(
     small: cogworker.Config, r: redis.Redis
 ) -> None:

@@ -15,6 +15,7 @@ from cogworker.wire import Payload
 
 RunCoroutine = Callable[[Coroutine[Any, Any, Any]], Any]
 OnError = Callable[[type[Job] | None, BaseException], None]
+OnPerformed = Callable[[], None]
 
 
 def _asyncio_run(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -41,12 +42,15 @@ def execute(
     *,
     run_coroutine: RunCoroutine = _asyncio_run,
     on_error: OnError | None = None,
+    on_performed: OnPerformed | None = None,
 ) -> None:
     """Run ``job`` through ``chain``; raises what the job (or a middleware) raised.
 
     An unknown class fails inside the chain, with ``worker`` None, like any other failure.
     ``on_error`` is called inside the chain when ``perform`` raises, so the failure decision
-    is made before the middleware sees the exception. ``run_coroutine`` runs an ``async def
+    is made before the middleware sees the exception. ``on_performed`` is called inside the
+    chain as soon as ``perform`` has returned or raised, before any middleware goes on (the
+    running lock's release must come after it). ``run_coroutine`` runs an ``async def
     perform``; a processor thread passes its own event loop.
     """
     worker, error = build_worker(job)
@@ -55,15 +59,19 @@ def execute(
         args = []
 
     def perform() -> None:
-        if worker is None:
-            raise error or registry.UnknownJobError(f"unknown job class {job.get('class')!r}")
         try:
-            result = worker.perform(*args)  # type: ignore[attr-defined]
-            if inspect.iscoroutine(result):
-                run_coroutine(result)
-        except BaseException as failure:
-            if on_error is not None:
-                on_error(type(worker), failure)
-            raise
+            if worker is None:
+                raise error or registry.UnknownJobError(f"unknown job class {job.get('class')!r}")
+            try:
+                result = worker.perform(*args)  # type: ignore[attr-defined]
+                if inspect.iscoroutine(result):
+                    run_coroutine(result)
+            except BaseException as failure:
+                if on_error is not None:
+                    on_error(type(worker), failure)
+                raise
+        finally:
+            if on_performed is not None:
+                on_performed()
 
     chain.invoke(worker, job, queue, final=perform)

@@ -80,7 +80,8 @@ class DeferredReleases:
             pending = list(self._pending.items())
         for key, owner in pending:
             try:
-                delete_if_owned(client, key, owner)
+                if owner not in handed_back:
+                    delete_if_owned(client, key, owner)
             except redis.RedisError as error:
                 if "WRONGTYPE" not in str(error):
                     raise
@@ -97,9 +98,16 @@ class DeferredReleases:
 deferred = DeferredReleases()
 """The process-wide table (reset in a forked child)."""
 
+handed_back: set[str] = set()
+"""jids of jobs this process handed back to their queue at shutdown while they were still
+running. The run goes on here until the process exits, and must not release the locks its
+requeued copy (same jid: owner checks can't tell them apart) now holds."""
+
 
 def release_key(client: redis.Redis, key: str, owner: str) -> None:
     """Owner-checked release of one lock; a failure is deferred, never raised."""
+    if owner in handed_back:
+        return
     try:
         delete_if_owned(client, key, owner)
     except redis.RedisError as error:

@@ -9,6 +9,7 @@ alive and retries deferred lock releases. A second thread subscribes to
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -215,7 +216,8 @@ class Heartbeat:
                     continue
                 lock = keys.periodic_running(pjid)
                 if retake and job.get("periodic_until_executed") is True:
-                    RETAKE(self._client, [lock], [jid, ttl])
+                    retake_lock = functools.partial(RETAKE, self._client, [lock], [jid, ttl])
+                    self.manager.while_performing(raw, retake_lock)
                 else:
                     locks.expire_if_owned(self._client, lock, jid, ttl)
             except (ValueError, redis.RedisError) as error:

@@ -24,11 +24,12 @@ import queue
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
-from cogworker import failure, redis_errors, registry, wire
+from cogworker import failure, locks, redis_errors, registry, wire
 from cogworker.config import Config
 from cogworker.fetch import Fetch, UnsupportedError, Work
 from cogworker.fetch.basic import BasicFetch
@@ -65,6 +66,7 @@ class Manager:
         self._fetch: Fetch | None = None
         self._fetch_lock = threading.Lock()
         self._records_lock = threading.Lock()
+        self._perform_guard = threading.Lock()  # see while_performing
         self._running: Counter[str] = Counter()
         self._performing: Counter[str] = Counter()
         self._pending: dict[str, Settlement] = {}
@@ -147,6 +149,9 @@ class Manager:
             if processor.thread.is_alive():
                 processor.thread.join(max(deadline - time.monotonic(), 0))
         self.bookkeeper.flush()
+        # jobs still running are handed back; their runs here must not free the requeued
+        # copies' locks if they finish before the process exits
+        locks.handed_back.update(jid_of(raw) for raw in self.performing())
         try:
             self._requeue_unfinished()
         except Exception as error:
@@ -335,8 +340,15 @@ class Manager:
 
     def job_performed(self, raw: str) -> None:
         """``perform`` returned: the heartbeat stops keeping the job's cron lock alive."""
-        with self._records_lock:
+        with self._perform_guard, self._records_lock:
             self._decrement(self._performing, raw)
+
+    def while_performing(self, raw: str, action: Callable[[], object]) -> None:
+        """Run ``action`` only if ``raw`` is still inside ``perform``, which can't end meanwhile
+        (so the heartbeat never re-takes a cron lock its job has just released)."""
+        with self._perform_guard:
+            if raw in self._performing:
+                action()
 
     def job_finished(self, raw: str) -> None:
         with self._records_lock:

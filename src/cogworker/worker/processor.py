@@ -119,9 +119,7 @@ class Processor:
         try:
             logger.info("start: %s jid=%s", job.get("class"), job.get("jid"))
             started = time.monotonic()
-            error = self._run_job(job, work.queue, run)
-            self.manager.job_performed(work.raw)
-            run.performed = True
+            error = self._run_job(job, work.queue, run, work.raw)
             run.ran = "interrupt" if error is not None else "ack"
             run.error = error
             if error is None:
@@ -151,11 +149,18 @@ class Processor:
             f'{{"queue":{wire.dumps(work.queue)},"payload":{work.raw},"run_at":{int(time.time())}}}'
         )
 
-    def _run_job(self, job: Payload, queue_name: str, run: _Run) -> BaseException | None:
+    def _run_job(self, job: Payload, queue_name: str, run: _Run, raw: str) -> BaseException | None:
         def decide(job_class: type[Job] | None, error: BaseException) -> None:
             run.decision = failure.decide(job_class, job, error)
             if run.decision.hooked:
                 job["failure_outcome"] = run.decision.outcome
+
+        def performed() -> None:
+            # before the middleware unwinds: the heartbeat must stop re-taking the job's cron
+            # lock before the running-lock middleware releases it
+            if not run.performed:
+                run.performed = True
+                self.manager.job_performed(raw)
 
         try:
             execute.execute(
@@ -164,6 +169,7 @@ class Processor:
                 queue_name,
                 run_coroutine=self._run_coroutine,
                 on_error=decide,
+                on_performed=performed,
             )
         except BaseException as error:
             return error
