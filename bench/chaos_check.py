@@ -849,14 +849,39 @@ class Checker:
             )
         return pairs
 
+    def _completed_before(self, execution: Execution) -> Execution | None:
+        """An earlier run of the same job that ended it for good (success, or its last
+        failure): ``execution`` is then an at-least-once repeat, which holds no lock."""
+        for other in self.by_jid.get(execution.jid, []):
+            final = other.result == "ok" or (
+                other.result == "fail" and (other.cls == CRON_CLASS or other.rc >= 1)
+            )
+            if final and other.end is not None and other.end <= execution.start:
+                return other
+        return None
+
     def _overlap_cause(self, earlier: Execution, later: Execution, lost: set[str]) -> str | None:
         proc = self.data.procs.get(earlier.pid)
         if proc is not None:
             found = self._false_dead(earlier, proc)
             if found is not None:
                 return f"{found.kind}: {found.evidence}"
+            deadline = (proc.term_at or float("inf")) + self.shutdown_timeout
+            handed_back = earlier.start < deadline and later.start >= deadline - 0.25
+            if earlier.jid == later.jid and handed_back:
+                return (
+                    f"handed back at the shutdown deadline: pid {proc.pid} got TERM at "
+                    f"{self.at(proc.term_at or 0.0)} and exited at {self.at(proc.ended or 0.0)}"
+                )
         if earlier.jid != later.jid and (earlier.jid in lost or later.jid in lost):
             return "a push whose reply was lost (a second job got in)"
+        for run in (earlier, later):
+            first = self._completed_before(run) if earlier.jid != later.jid else None
+            if first is not None:
+                return (
+                    f"{run.label} repeats jid {run.jid}, already completed by {first.label} at "
+                    f"{self.at(first.end or 0.0)} (which released the lock)"
+                )
         return None
 
     def _check_overlaps(self, row: Row, groups: dict[str, list[Execution]], lost: set[str]) -> int:
@@ -984,8 +1009,8 @@ class Checker:
         paused), which is when a killed worker's presence key was last refreshed at best."""
         reachable = moment
         for fault in sorted(self.data.faults, key=lambda f: -f.t):
-            # a beat held up by the fault may still be waiting when the fault ends
-            settled = fault.t_end + self.beat + 0.5
+            # a beat held up by the fault may time out, and the next one reconnect first
+            settled = fault.t_end + self.socket_timeout + self.beat
             if fault.kind in ("redis_restart", "pause") and fault.t <= reachable <= settled:
                 reachable = fault.t
         return reachable
@@ -997,9 +1022,9 @@ class Checker:
                 total += fault.t_end - fault.t
         return total
 
-    def _recovery_samples(self) -> list[tuple[float, float, str, str]]:
-        """(latency, kill time, note, class) for each job in flight (or unacked) at a kill -9 that
-        ran again afterwards."""
+    def _recovery_samples(self) -> list[tuple[float, float, str, str, int]]:
+        """(latency, kill time, note, class, pid) for each job in flight (or unacked) at a kill
+        -9 that ran again afterwards."""
         samples = []
         for proc in self.data.procs.values():
             if proc.how not in ("kill9", "stuck") or proc.ended is None:
@@ -1028,16 +1053,40 @@ class Checker:
                     f"jid {execution.jid}: pid {proc.pid} killed {self.at(killed)}, ran again "
                     f"in {again.label} {latency:.1f}s later"
                 )
-                samples.append((latency, killed, note, execution.cls))
+                samples.append((latency, killed, note, execution.cls, proc.pid))
         return samples
+
+    def _killed_again(self, pid: int, killed: float, rerun: float) -> float | None:
+        """The latest kill -9 of another worker within seconds of the requeue of ``pid``'s jobs
+        (the requeued jobs are taken at once; one taken by a worker killed before starting it
+        waits for a second recovery), before ``rerun``."""
+        requeues = [
+            e.t for e in self.recoveries if identity_pid(e.identity) == pid and e.t >= killed
+        ]
+        if not requeues:
+            return None
+        requeued = min(requeues)
+        kills = [
+            p.ended
+            for p in self.data.procs.values()
+            if p.pid != pid
+            and p.how in ("kill9", "stuck")
+            and p.ended is not None
+            and requeued - 1.0 <= p.ended <= min(requeued + 5.0, rerun)
+        ]
+        return max(kills) if kills else None
 
     def check_recovery(self) -> None:
         beat = float(self.data.run["config"]["heartbeat_interval"])
         base = max(self.orphan_threshold, self.presence_ttl) + beat + self.settle_after + 5.0
         samples = self._recovery_samples()
         late, early = [], []
-        for latency, killed, note, cls in samples:
+        for latency, killed, note, cls, pid in samples:
             bound = base + self._outage_between(killed, killed + latency)
+            again = self._killed_again(pid, killed, killed + latency)
+            if again is not None:  # recovered, taken by a worker killed too: the clock restarts
+                bound += again - killed
+                note += f" (its rescuer's batch was hit by the kill at {self.at(again)})"
             if latency > bound:
                 late.append(f"{note} (bound {bound:.1f}s)")
             # (a job written to fail can have a second chain of runs, so only the others tell)
