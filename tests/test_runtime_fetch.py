@@ -387,9 +387,6 @@ def test_a_refused_removal_fails_the_whole_step_so_the_job_is_in_one_place(
     from cogworker.worker.recovery import PARK_UNSETTLED
 
     acl = AclServer(redis_server_factory)
-    if acl.server.version < (7, 0):
-        acl.close()
-        pytest.skip("Redis < 7 can't check a command's ACL from a script")
     cfg = private_config(acl.worker_url, queues=["refused"])
     admin = acl.admin
     fetch = ReliableFetch(cfg, new_identity(), threading.Event())
