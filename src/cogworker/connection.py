@@ -50,6 +50,17 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("REDIS_URL") or DEFAULT_URL
 
 
+def redacted_url(url: str | None) -> str:
+    """The Redis URL that ``url`` resolves to, without credentials: for logs and messages."""
+    parts = urlsplit(resolve_url(url))
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or "localhost"
+    port = parts.port or 6379
+    database = parts.path.lstrip("/") or "0"
+    return f"{parts.scheme}://{host}:{port}/{database}"
+
+
 def connect(
     url: str | None = None,
     *,

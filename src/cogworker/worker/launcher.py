@@ -16,7 +16,6 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from urllib.parse import urlsplit
 
 import redis
 
@@ -31,15 +30,6 @@ from cogworker.worker.ticker import Ticker
 logger = logging.getLogger("cogworker")
 
 _SIGNALS = {"SIGTSTP": "quiet", "SIGTERM": "stop", "SIGINT": "stop"}
-
-
-def redis_target(url: str | None) -> str:
-    """The Redis URL without credentials, for logs."""
-    parts = urlsplit(connection.resolve_url(url))
-    host = parts.hostname or "localhost"
-    port = parts.port or 6379
-    path = parts.path.lstrip("/") or "0"
-    return f"{parts.scheme}://{host}:{port}/{path}" if parts.scheme != "unix" else parts.path
 
 
 class Launcher:
@@ -84,7 +74,7 @@ class Launcher:
             self.identity,
             self.config.concurrency,
             ",".join(self.config.queues),
-            redis_target(self.config.redis_url),
+            connection.redacted_url(self.config.redis_url),
         )
         if self.config.orphan_threshold < PRESENCE_TTL:
             logger.warning(
