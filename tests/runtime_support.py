@@ -24,10 +24,9 @@ from cogworker import keys
 from cogworker.redis_server import RedisServer
 from cogworker.worker.manager import Manager
 
-# the Ruby gem's own serialisations and digests (shared/ lies beside the repository)
-RUBY_VECTORS = (
-    Path(__file__).resolve().parents[2] / "shared" / "spec" / "vectors" / "ruby-digests.json"
-)
+# argument lists as the real Ruby gem serialises them, with the unique digests and periodic
+# entry ids it derives from them (computed with the gem, copied here as test data)
+RUBY_VECTORS = Path(__file__).resolve().parent / "data" / "ruby-digests.json"
 
 WORKER_USER = "worker"
 WORKER_PASSWORD = "worker-pw"

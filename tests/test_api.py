@@ -1,4 +1,4 @@
-"""The introspection API (features.md §6-§8, web-ui.md §7.6): stats, queues, the scheduled /
+"""The introspection API: stats, queues, the scheduled /
 retry / dead sets, processes and their work, throughput and attempts.
 
 Figures are checked against a Redis state the test wrote itself; processes, remote commands

@@ -1,4 +1,4 @@
-"""The ``cogworker`` command (runtime.md §6, §19), run as a real subprocess.
+"""The ``cogworker`` command, run as a real subprocess.
 
 Every mistake in a flag, the config file or the app module must end the process with a
 non-zero status and exactly one ``cogworker: ...`` line on stderr, never a traceback. Flags

@@ -1,8 +1,9 @@
 """End to end: real ``cogworker`` worker processes against a real Redis.
 
-Signals (TERM / TSTP) and remote commands (runtime.md §7, §12; failure-modes G103, G107),
-reliable delivery across a ``kill -9`` and the orphan-recovery liveness rule (§13.4, C36),
-startup while Redis is unreachable (C38) and ``cogworker demo``.
+Signals (TERM / TSTP) and remote commands (a remote stop drains and exits),
+reliable delivery across a ``kill -9`` and the orphan-recovery liveness rule (a process whose
+presence expired but whose last beat is recent is left alone), startup while Redis is
+unreachable and ``cogworker demo``.
 
 Workers run in their own session (killed with their whole group after each test) and write
 stdout+stderr to a file; ``PYTHONUNBUFFERED`` is removed from their environment so the tests

@@ -1,5 +1,6 @@
-"""Hardening around shared keys, the heartbeat's lock upkeep and the Redis connection
-(failure-modes.md G100-G102, G108-G111).
+"""Hardening around shared keys, the heartbeat's lock upkeep and the Redis connection:
+registry keys of the wrong type, cron locks kept alive, unreadable in-flight entries, outage
+logging, KeyGuard, switching the URL, a broken queue registry.
 
 Real Redis throughout: keys of the wrong type, an ACL user whose commands are revoked at run
 time, a server turned into a read-only replica (READONLY, an "unavailable" reply) and back.

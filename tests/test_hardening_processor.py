@@ -1,13 +1,15 @@
-"""Hardening of the processor and of the failure decision (failure-modes.md A4-A13, A22,
-B23-B35 except the reconcile paths of B35, which live in test_hardening_recovery.py).
+"""Hardening of the processor and of the failure decision: bugs after a job ran, unusable
+keys, interrupting when recording a failure fails, unstorable messages, class imports before
+the threads start, the retry hook's answers, death hooks (the reconcile paths live in
+test_hardening_recovery.py).
 
 Every test runs a real Manager against a real Redis. Faults are provoked with Redis itself
 (keys of the wrong type, a middleware making the job unserialisable); a monkeypatch appears
-only where the case is a bug in our own code (A4, A11's raising ``max_retries``).
+only where the case is a bug in our own code (a crash after the job ran, a raising
+``max_retries``).
 
-A20 (the Status middleware marking a ``retry: false`` job ``failed``) is not tested here: the
-Status middleware is a later issue. Its ``max_retries(false) == 0`` half is A21, covered by
-test_wire.py.
+The status of a ``retry: false`` job that fails is checked in test_status_history.py, its
+``max_retries(false) == 0`` in test_wire.py.
 """
 
 from __future__ import annotations

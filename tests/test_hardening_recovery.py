@@ -1,5 +1,7 @@
-"""Hardening of reliable fetch and orphan recovery (failure-modes.md C47-C59 not covered by
-test_runtime_recovery.py, and the reconcile paths of B35).
+"""Hardening of reliable fetch and orphan recovery not covered by
+test_runtime_recovery.py: repeat orphans, unusable parking keys, broken queue keys, write
+ordering, the first orphan check, strays, unsettled failures at shutdown, and the reconcile
+paths that must not file one job twice.
 
 Faults are provoked with Redis itself: keys of the wrong type, an ACL user whose commands are
 revoked at run time, CLIENT PAUSE WRITE (to hold two racing scripts until both are sent, or to
@@ -210,7 +212,7 @@ def test_job_orphaned_more_than_three_times_is_buried_as_process_died(
 def test_a_burial_counts_the_failure_in_an_expiring_throughput_bucket(
     r: redis.Redis, manager: Manager
 ) -> None:
-    """redis-data-model.md: throughput buckets expire (90 000 s), EXPIRE on every increment,
+    """Throughput buckets expire (90 000 s), EXPIRE on every increment,
     burials included."""
     r.rpush(keys.REPEAT_ORPHANS, payload("counted"))
     assert recovery.bury_repeat_orphans(manager) == 1

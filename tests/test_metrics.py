@@ -1,4 +1,4 @@
-"""The Prometheus exporter (features.md §9, web-ui.md §11.2): ``render``, the ASGI app and
+"""The Prometheus exporter: ``render``, the ASGI app and
 the stand-alone HTTP server, read with prometheus_client's own parser.
 """
 

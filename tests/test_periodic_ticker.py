@@ -1,4 +1,4 @@
-"""The cron ticker in-process (failure-modes E75-E92): claims, rollbacks, backoff, disabled
+"""The cron ticker in-process: claims, rollbacks, backoff, disabled
 entries, races between tickers, catch-up, blocked slots, and the published schedule.
 
 Each test drives ``Ticker.tick(now)`` with an injected time; the ticker's own clock (its
@@ -648,7 +648,7 @@ def test_redis_down_at_a_fire_time_the_slot_is_retried_within_5s(
     redis_server_factory: Callable[..., RedisServer],
     clock: FakeClock,
 ) -> None:
-    """Unavailability is retried in 5 s (spec §3.3), also when Redis is already unreachable
+    """Unavailability is retried in 5 s, also when Redis is already unreachable
     when the ticker reads ``periodic:disabled`` and sends the claims: the slot must not wait
     for the entry's next fire time (300 s later, when it is no longer the slot)."""
     server = redis_server_factory()

@@ -1,4 +1,4 @@
-"""Telling "Redis is unavailable" from real errors (runtime.md §16), with the errors Redis
+"""Telling "Redis is unavailable" from real errors, with the errors Redis
 really sends, and collapsing an outage into one line, a summary a minute and a recovery line."""
 
 from __future__ import annotations

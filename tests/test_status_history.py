@@ -1,4 +1,4 @@
-"""Job status (features.md §4) and run history (features.md §5, web-ui.md §10.3).
+"""Job status and run history, with the History tab's query API.
 
 Status and the history middleware are exercised in a real ``python -m cogworker`` worker
 whose app module enables them; ``history.record``'s trimming, ``daily_counts`` and the

@@ -1,4 +1,4 @@
-"""The swarm (runtime.md §20, failure-modes.md H112-H117): a supervisor forking worker
+"""The swarm: a supervisor forking worker
 children and keeping them up.
 
 The unit tests drive ``Swarm`` with an injected clock but fork real children; the end-to-end

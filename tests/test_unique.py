@@ -1,5 +1,5 @@
 """Unique jobs (``unique="until_executed"``) and the lock bookkeeping of the built-in server
-middleware (failure-modes F93-F98).
+middleware.
 
 A duplicate push returns None while the first job is queued, scheduled, retrying or running;
 the lock is released on success or a terminal failure, extended over retries, counted from the

@@ -182,7 +182,7 @@ class Config:
     ``redis_url`` (else ``$REDIS_URL``, else redis://localhost:6379/0); ``fetch``
     ``reliable`` (default) or ``basic``; ``shutdown_timeout`` how long a stopping worker waits
     for running jobs; ``heartbeat_interval``, ``poll_interval`` and ``orphan_check_interval``
-    the background cadences; the rest as in the spec (runtime.md §3).
+    the background cadences; the README's configuration table describes the rest.
     """
 
     concurrency: int

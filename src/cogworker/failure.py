@@ -68,7 +68,8 @@ def retry_count(job: Payload) -> int:
 
 
 def is_terminal(job: Payload) -> bool:
-    """True if this failure (not yet counted) ends the job's retries (job-format.md §3)."""
+    """True if this failure (not yet counted) ends the job's retries: a hook's recorded
+    outcome decides, else the retry budget of the ``retry`` field."""
     outcome = job.get("failure_outcome")
     if outcome in ("retry", "dead", "discard"):
         return bool(outcome != "retry")

@@ -3,7 +3,7 @@
 A payload is stored as one JSON object and identified everywhere by its exact bytes, so the
 encoding matters. It is compact, raw UTF-8, and writes floats the way Ruby's JSON generator
 does (``1.0e+20``, not ``1e+20``), so digests computed over encoded arguments agree with the
-Ruby gem's (job-format.md §4, §5, §9).
+Ruby gem's.
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def check_args(args: Iterable[Any], job_name: str) -> list[Any]:
 
 
 def normalize(item: Mapping[Any, Any]) -> Payload:
-    """Fill in the fields every pushed job carries (job-format.md §2). Never drops a key."""
+    """Fill in the fields every pushed job carries (jid, queue, args, retry,
+    created_at). Never drops a key."""
     job: Payload = {str(key): value for key, value in item.items()}
     klass = job.get("class")
     if klass is None:
@@ -188,7 +189,8 @@ def normalize(item: Mapping[Any, Any]) -> Payload:
 
 
 def max_retries(job: Mapping[str, Any]) -> int:
-    """How many retries the job's ``retry`` field allows (job-format.md §3)."""
+    """How many retries the job's ``retry`` field allows: ``true``/missing 25, ``false`` 0, a number
+    that many (a numeric string too), anything else 0."""
     value = job.get("retry", True)
     if value is True or value is None:
         return DEFAULT_MAX_RETRY_ATTEMPTS

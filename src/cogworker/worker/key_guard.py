@@ -2,7 +2,7 @@
 
 A key of the wrong type (a string where a list belongs, say) makes every command on it fail,
 so one bad write would stop the system for good. Every process checks the keys it relies on
-(redis-data-model.md §7) once a minute; a wrong one is renamed to
+(queues, sets, registries, counters) once a minute; a wrong one is renamed to
 ``cogworker:quarantine:<key>:<epoch ms>:<8 hex>`` (kept 30 days, at most the 5 newest per key)
 and the system recreates the key with the right type on its next write.
 """
