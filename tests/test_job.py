@@ -541,3 +541,54 @@ def test_non_json_arguments_are_refused(config: cogworker.Config, r: redis.Redis
         with pytest.raises(TypeError, match="argument 1"):
             enqueue()
     assert r.dbsize() == 0
+
+
+# -- the arguments must fit perform's signature at enqueue time ----------------------------
+
+
+class ExternalJob(cogworker.Job, queue="ruby"):
+    """Only named here: Ruby workers run it, so there is no perform to check against."""
+
+    name = "Billing::Invoicer"
+
+
+@pytest.mark.parametrize(
+    ("enqueue", "message"),
+    [
+        (lambda: GreetingJob.perform_async(), "missing a required argument: 'name'"),
+        (lambda: GreetingJob.perform_async("a", "b"), "too many positional arguments"),
+        (lambda: GreetingJob.perform_in(5, "a", "b"), "too many positional arguments"),
+        (lambda: GreetingJob.perform_at(time.time() + 5), "missing a required argument"),
+        (lambda: GreetingJob.set(queue="low").perform_async(), "missing a required argument"),
+        (lambda: TwoArgJob.perform_bulk([[1, 2], [1]]), "missing a required argument: 'b'"),
+        (lambda: send_receipt.perform_async(), "missing a required argument: 'order_id'"),
+        (lambda: send_receipt.perform_async(1, 2), "too many positional arguments"),
+        (lambda: named_function.set(queue="x").perform_async(1), "missing a required argument"),
+    ],
+)
+def test_arguments_that_perform_cannot_take_are_refused_and_nothing_is_pushed(
+    config: cogworker.Config, r: redis.Redis, enqueue: Any, message: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(message)) as raised:
+        enqueue()
+    assert "can't enqueue" in str(raised.value)
+    assert r.dbsize() == 0
+
+
+def test_defaults_and_varargs_of_perform_are_honoured_at_enqueue(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    class FlexibleJob(cogworker.Job, queue="flex"):
+        def perform(self, first: int, second: int = 2, *rest: int) -> None:
+            pass
+
+    @cogworker.job(queue="flex")
+    def flexible(first: int, *rest: int) -> None:
+        pass
+
+    FlexibleJob.perform_async(1)
+    FlexibleJob.perform_async(1, 2, 3, 4)
+    flexible.perform_async(1, 2, 3)
+    ExternalJob.perform_async(1, "anything", [2])  # no perform here: the Ruby worker decides
+    assert r.llen("cogworker:queue:flex") == 3
+    assert r.llen("cogworker:queue:ruby") == 1

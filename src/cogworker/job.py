@@ -31,6 +31,7 @@ keyword arguments).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -101,6 +102,42 @@ def _no_kwargs(name: str, kwargs: dict[str, Any]) -> None:
         )
 
 
+def _perform_signature(job_class: type[Job]) -> inspect.Signature | None:
+    """``perform``'s signature without ``self``; None when there is nothing to check against (a
+    class that only names a job run elsewhere, e.g. by Ruby workers, has no ``perform``)."""
+    cached = job_class.__dict__.get("_perform_signature")
+    if cached is not None or "_perform_signature" in job_class.__dict__:
+        return cached
+    perform = getattr(job_class, "perform", None)
+    signature: inspect.Signature | None = None
+    if perform is not None:
+        try:
+            full = inspect.signature(perform)
+        except (TypeError, ValueError):
+            full = None
+        if full is not None:
+            signature = full.replace(
+                parameters=list(full.parameters.values())[1:],
+                return_annotation=inspect.Signature.empty,
+            )
+    type.__setattr__(job_class, "_perform_signature", signature)
+    return signature
+
+
+def _check_arity(job_class: type[Job], args: list[Any]) -> None:
+    """Raise TypeError now if ``perform`` can't take ``args``, instead of failing every run."""
+    signature = _perform_signature(job_class)
+    if signature is None:
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as error:
+        raise TypeError(
+            f"{job_class.name}: can't enqueue {len(args)} argument(s) for perform{signature}: "
+            f"{error}"
+        ) from None
+
+
 class Enqueuer(Generic[P]):
     """Enqueues one job class with per-call option overrides: ``Job.set(queue=...)``."""
 
@@ -125,6 +162,7 @@ class Enqueuer(Generic[P]):
         name = self._job_class.name
         item: Payload = {**self._job_class.options, **self._overrides, "class": name}
         item["args"] = check_args(args, name)
+        _check_arity(self._job_class, item["args"])
         if at is not None:
             item["at"] = at
         return item
@@ -292,6 +330,12 @@ def job(
 
         def perform(self: Job, *args: Any) -> Any:
             return call(*args)
+
+        signature = inspect.signature(target)
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        perform.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[self_parameter, *signature.parameters.values()]
+        )
 
         namespace: dict[str, Any] = {
             "perform": perform,
