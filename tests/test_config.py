@@ -1,4 +1,8 @@
-"""Config: defaults, validation, queue weights, Redis URL resolution, server/client blocks, YAML."""
+"""Config: defaults, validation, queue weights, Redis URL resolution, server/client blocks, YAML.
+
+No value is quietly changed: a bad queue weight, an unknown or repeated YAML key, an invalid
+``$REDIS_URL`` are errors naming what was wrong.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from cogworker.redis_server import RedisServer
 DEFAULTS: dict[str, Any] = {
     "concurrency": 10,
     "queues": ["default"],
-    "redis_url": None,
+    "redis_url": connection.DEFAULT_URL,  # with REDIS_URL unset
+    "job_packages": [],
     "redis_socket_timeout": 5.0,
     "fetch": "reliable",
     "fetch_idle_max_interval": 1.0,
@@ -52,7 +57,11 @@ GOOD: list[tuple[str, Any, Any]] = [
     ("queues", "solo", ["solo"]),
     ("queues", ("x", "y,2"), ["x", "y", "y"]),
     ("redis_url", "redis://h:1/2", "redis://h:1/2"),
-    ("redis_url", None, None),
+    ("redis_url", "unix:///tmp/redis.sock", "unix:///tmp/redis.sock"),
+    ("job_packages", ["billing", "app.jobs"], ["billing", "app.jobs"]),
+    ("job_packages", ("billing",), ["billing"]),
+    ("job_packages", ["billing", "billing"], ["billing"]),
+    ("job_packages", [], []),
     ("redis_socket_timeout", 0.5, 0.5),
     ("redis_socket_timeout", 2, 2.0),
     ("fetch", "basic", "basic"),
@@ -88,6 +97,13 @@ BAD: list[tuple[str, Any]] = [
     ("queues", 5),
     ("queues", None),
     ("redis_url", 6379),
+    ("redis_url", ""),
+    ("redis_url", "localhost:6379"),
+    ("job_packages", "billing"),
+    ("job_packages", ["billing", "bad name"]),
+    ("job_packages", ["app..jobs"]),
+    ("job_packages", [5]),
+    ("job_packages", None),
     ("redis_socket_timeout", 0),
     ("redis_socket_timeout", -1.0),
     ("redis_socket_timeout", math.inf),
@@ -136,7 +152,8 @@ def test_defaults_cover_every_option() -> None:
 
 
 @pytest.mark.parametrize(("option", "default"), DEFAULTS.items(), ids=list(DEFAULTS))
-def test_default(option: str, default: Any) -> None:
+def test_default(option: str, default: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
     value = getattr(cogworker.Config(), option)
     assert value == default
     assert type(value) is type(default)
@@ -194,6 +211,19 @@ BAD_QUEUE_ENTRIES: list[tuple[Any, str]] = [
     ([" ,2"], "' ,2'"),
     (["ok", 5], "5"),
     (["ok", None], "None"),
+    ([["a", 2, 3]], "['a', 2, 3]"),
+    ([[5, 2]], "[5, 2]"),
+    # a weight that is not a positive integer is refused (it used to count as 1)
+    (["a,0"], "'a,0'"),
+    (["a,-2"], "'a,-2'"),
+    (["a,x"], "'a,x'"),
+    (["a,"], "'a,'"),
+    (["a,2.5"], "'a,2.5'"),
+    (["a,b,c"], "'a,b,c'"),
+    ([["a", 0]], "['a', 0]"),
+    ([["a", 2.0]], "['a', 2.0]"),
+    ([["a", True]], "['a', True]"),
+    ([("a", "-1")], "('a', '-1')"),
 ]
 
 
@@ -206,6 +236,14 @@ def test_bad_queue_entry(value: Any, shown: str) -> None:
     with pytest.raises(cogworker.ConfigError):
         config.queues = value
     assert config.queues == ["default"]
+
+
+def test_a_bad_weight_names_the_flag_it_came_from() -> None:
+    with pytest.raises(cogworker.ConfigError) as raised:
+        expand_queues(["critical,2", "default,0"], "-q")
+    assert str(raised.value) == (
+        "-q 'default,0': a queue's weight must be a positive integer, got '0'"
+    )
 
 
 def test_empty_queue_list_is_refused() -> None:
@@ -251,10 +289,7 @@ def test_middleware_chain_option_accepts_a_chain() -> None:
         ([["a", 2]], ["a", "a"]),
         ([("a", "2")], ["a", "a"]),
         ([["a"]], ["a"]),
-        (["a,0"], ["a"]),
-        (["a,-2"], ["a"]),
-        (["a,x"], ["a"]),
-        (["a,"], ["a"]),
+        (["a, 02"], ["a", "a"]),
         ([" a , 2 "], ["a", "a"]),
         (["critical,2", "default", ["low", 1]], ["critical", "critical", "default", "low"]),
         ("a,2", ["a", "a"]),
@@ -289,6 +324,7 @@ def test_config_without_url_uses_redis_url_env(
     server = redis_server_factory()
     monkeypatch.setenv("REDIS_URL", server.url)
     config = cogworker.Config()
+    assert config.redis_url == server.url  # what it reads is what it connects to
     try:
         config.redis().set("where", "env server")
         direct = redis.Redis.from_url(server.url, decode_responses=True)
@@ -298,6 +334,49 @@ def test_config_without_url_uses_redis_url_env(
             direct.close()
     finally:
         config._drop_redis()
+
+
+def test_redis_url_tells_the_url_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://from-env:1234/2")
+    assert cogworker.Config().redis_url == "redis://from-env:1234/2"
+    assert cogworker.Config(redis_url="redis://given:1/0").redis_url == "redis://given:1/0"
+    config = cogworker.Config(redis_url="redis://given:1/0")
+    config.redis_url = None  # back to the environment's
+    assert config.redis_url == "redis://from-env:1234/2"
+    monkeypatch.setenv("REDIS_URL", "")
+    assert cogworker.Config().redis_url == connection.DEFAULT_URL
+    monkeypatch.delenv("REDIS_URL")
+    assert cogworker.Config().redis_url == "redis://localhost:6379/0"
+    assert cogworker.Config().redis_url == connection.resolve_url(None)
+
+
+@pytest.mark.parametrize("bad", ["foo://nowhere", "localhost:6379"])
+def test_an_invalid_redis_url_env_is_an_error_naming_it(
+    bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDIS_URL", bad)
+    with pytest.raises(cogworker.ConfigError) as raised:
+        cogworker.Config()
+    assert str(raised.value) == (
+        f"REDIS_URL must start with redis://, rediss:// or unix://, got {bad!r}"
+    )
+    # an explicit URL doesn't read the environment at all
+    assert cogworker.Config(redis_url="redis://given:1/0").redis_url == "redis://given:1/0"
+
+
+def test_building_a_config_talks_to_no_redis(
+    monkeypatch: pytest.MonkeyPatch, redis_server_factory: Callable[..., RedisServer]
+) -> None:
+    server = redis_server_factory()
+    monkeypatch.setenv("REDIS_URL", server.url)
+    observer = redis.Redis.from_url(server.url, decode_responses=True)
+    try:
+        before = int(observer.info("stats")["total_connections_received"])
+        configs = [cogworker.Config(), cogworker.Config(concurrency=3, queues=["a,2"])]
+        assert all(config.redis_url == server.url for config in configs)
+        assert int(observer.info("stats")["total_connections_received"]) == before
+    finally:
+        observer.close()
 
 
 def test_changing_redis_url_switches_server(
@@ -432,17 +511,85 @@ def test_yaml_unset_variable_without_default(
         config_file.load(path)
 
 
-def test_yaml_unknown_keys_warn_and_are_left_out(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "concurrency: 4\nconcurency: 50\n",
+            "unknown key 'concurency' (did you mean 'concurrency'?)",
+        ),
+        (":concurrency: 4\n:queue: [a]\n", "unknown key ':queue' (did you mean 'queues'?)"),
+        ("job_package: [billing]\n", "unknown key 'job_package' (did you mean 'job_packages'?)"),
+        (":colour: blue\n", "unknown key ':colour' (not a cogworker option)"),
+        ("verbose: true\n", "unknown key 'verbose' (not a cogworker option)"),
+    ],
+    ids=["typo", "ruby-form", "new-option", "colour", "verbose"],
+)
+def test_yaml_unknown_key_is_an_error_naming_the_nearest_option(
+    tmp_path: Path, text: str, expected: str
 ) -> None:
-    path = write(tmp_path, ":concurrency: 4\n:colour: blue\nverbose: true\n")
-    with caplog.at_level(logging.WARNING, logger="cogworker"):
-        options = config_file.load(path)
-    assert options == {"concurrency": 4}
-    warnings = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
-    assert len(warnings) == 2
-    assert any(":colour" in message and "unknown key" in message for message in warnings)
-    assert any("verbose" in message for message in warnings)
+    """An unknown key is an error, as an unknown key of a periodic entry is (it used to be
+    logged and left out, so a typo silently kept the default)."""
+    path = write(tmp_path, text)
+    with pytest.raises(cogworker.ConfigError) as raised:
+        config_file.load(path)
+    assert str(raised.value) == f"config file {path}: {expected}"
+    config = cogworker.Config()
+    with pytest.raises(cogworker.ConfigError):
+        config_file.apply(config, path)
+    assert config.concurrency == 10  # nothing of the file was applied
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("concurrency: 4\nqueues: [a]\nconcurrency: 5\n", "key 'concurrency' given twice (line 3)"),
+        (
+            ":concurrency: 4\nconcurrency: 5\n",
+            "':concurrency' and 'concurrency' both set concurrency",
+        ),
+        (
+            "periodic:\n  - cron: '* * * * *'\n    job: A\n    job: B\n",
+            "key 'job' given twice (line 4)",
+        ),
+    ],
+    ids=["same-spelling", "both-spellings", "inside-an-entry"],
+)
+def test_yaml_repeated_key_is_an_error(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(cogworker.ConfigError) as raised:
+        config_file.load(path)
+    assert str(raised.value) == f"config file {path}: {expected}"
+
+
+def test_yaml_merge_keys_may_be_overridden(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "periodic:\n  - &every {cron: '* * * * *', job: A}\n  - <<: *every\n    job: B\n"
+    )
+    assert config_file.load(path) == {
+        "periodic": [{"cron": "* * * * *", "job": "A"}, {"cron": "* * * * *", "job": "B"}]
+    }
+
+
+def test_yaml_bad_queue_weight_names_file_key_and_entry(tmp_path: Path) -> None:
+    path = write(tmp_path, ":queues:\n  - critical,2\n  - default,0\n")
+    config = cogworker.Config()
+    with pytest.raises(cogworker.ConfigError) as raised:
+        config_file.apply(config, path)
+    assert str(raised.value) == (
+        f"config file {path}: queues 'default,0': a queue's weight must be a positive "
+        "integer, got '0'"
+    )
+    assert config.queues == ["default"]
+
+
+def test_yaml_job_packages(tmp_path: Path) -> None:
+    config = cogworker.Config()
+    config_file.apply(config, write(tmp_path, "job_packages:\n  - billing\n  - app.jobs\n"))
+    assert config.job_packages == ["billing", "app.jobs"]
+    with pytest.raises(cogworker.ConfigError, match="job_packages"):
+        config_file.apply(config, write(tmp_path, "job_packages: billing\n", "one.yml"))
+    assert config.job_packages == ["billing", "app.jobs"]
 
 
 def test_yaml_periodic_key_is_returned_not_applied(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -87,11 +88,19 @@ def _optional_str(name: str, value: Any) -> str | None:
     return value or None
 
 
-def _redis_url(name: str, value: Any) -> str | None:
-    url = _optional_str(name, value)
-    if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"{name} must start with redis://, rediss:// or unix://, got {url!r}")
-    return url
+def _redis_url(name: str, value: Any) -> str:
+    """The URL given, else ``$REDIS_URL``, else the local default: always the URL in use.
+
+    Reading the environment is all this does; no connection is made until ``redis()``.
+    """
+    if value is None:
+        from_environment = os.environ.get("REDIS_URL")
+        if not from_environment:
+            return connection.DEFAULT_URL
+        name, value = "REDIS_URL", from_environment
+    if not isinstance(value, str) or not value.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"{name} must start with redis://, rediss:// or unix://, got {value!r}")
+    return value
 
 
 def _optional_positive(name: str, value: Any) -> float | None:
@@ -108,7 +117,8 @@ def expand_queues(specs: Iterable[Any], option: str = "queues") -> list[str]:
     """Expand queue specs into the weighted list: ``"name"``, ``"name,weight"`` or ``[name, w]``.
 
     A weight of n repeats the name n times (a name listed more often is tried first more
-    often). A missing, zero or non-numeric weight counts as 1, as in the Ruby gem.
+    often). A weight must be a positive integer: anything else (0, -1, 2.5, ``b,c``) is
+    refused, naming ``option`` and the entry, rather than quietly counting as 1.
     """
     if isinstance(specs, str):
         specs = [specs]
@@ -116,23 +126,44 @@ def expand_queues(specs: Iterable[Any], option: str = "queues") -> list[str]:
         raise ConfigError(f"{option} must be a list of queue names, got {specs!r}")
     queues: list[str] = []
     for spec in specs:
-        if isinstance(spec, list | tuple) and spec:
-            name, weight = str(spec[0]), (str(spec[1]) if len(spec) > 1 else "1")
-        elif isinstance(spec, str):
-            name, _, weight = spec.partition(",")
-        else:
-            raise ConfigError(f"{option} entries must be queue names, got {spec!r}")
-        name = name.strip()
-        if not name:
-            raise ConfigError(f"{option} has an empty queue name in {spec!r}")
-        try:
-            copies = max(int(weight.strip() or "1"), 1)
-        except ValueError:
-            copies = 1
+        name, copies = _queue_spec(spec, option)
         queues.extend([name] * copies)
     if not queues:
         raise ConfigError(f"{option} must name at least one queue")
     return queues
+
+
+def _queue_spec(spec: Any, option: str) -> tuple[str, int]:
+    """(name, weight) of one entry of a queue list."""
+    weight: Any
+    if isinstance(spec, list | tuple) and 1 <= len(spec) <= 2 and isinstance(spec[0], str):
+        name, weight = spec[0], (spec[1] if len(spec) == 2 else 1)
+    elif isinstance(spec, str):
+        name, comma, weight = spec.partition(",")
+        weight = weight if comma else 1
+    else:
+        raise ConfigError(f"{option} entries must be queue names, got {spec!r}")
+    name = name.strip()
+    if not name:
+        raise ConfigError(f"{option} has an empty queue name in {spec!r}")
+    copies = int(weight) if isinstance(weight, str) and weight.strip().isdigit() else weight
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise ConfigError(
+            f"{option} {spec!r}: a queue's weight must be a positive integer, got {weight!r}"
+        )
+    return name, copies
+
+
+def _package_names(name: str, value: Any) -> list[str]:
+    def dotted(item: Any) -> bool:
+        return isinstance(item, str) and all(part.isidentifier() for part in item.split("."))
+
+    if not isinstance(value, list | tuple) or not all(dotted(item) for item in value):
+        raise ConfigError(
+            f"{name} must be a list of dotted package names (like 'billing' or 'app.jobs'), "
+            f"got {value!r}"
+        )
+    return list(dict.fromkeys(value))
 
 
 def _death_handlers(name: str, value: Any) -> list[DeathHandler]:
@@ -151,7 +182,8 @@ def _chain(name: str, value: Any) -> Chain:
 _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "concurrency": (lambda: 10, _positive_int),
     "queues": (lambda: ["default"], lambda name, value: expand_queues(value, name)),
-    "redis_url": (lambda: None, _redis_url),
+    "redis_url": (lambda: None, _redis_url),  # None resolves, see _redis_url
+    "job_packages": (list, _package_names),
     "redis_socket_timeout": (lambda: 5.0, _positive_number),
     "fetch": (lambda: "reliable", _fetch),
     "fetch_idle_max_interval": (lambda: 1.0, _positive_number),
@@ -178,16 +210,24 @@ OPTION_NAMES = frozenset(_OPTIONS)
 class Config:
     """Every cogworker setting; assigning a bad value raises ConfigError at once.
 
-    ``concurrency`` processor threads per worker; ``queues`` the weighted queue list;
-    ``redis_url`` (else ``$REDIS_URL``, else redis://localhost:6379/0); ``fetch``
-    ``reliable`` (default) or ``basic``; ``shutdown_timeout`` how long a stopping worker waits
-    for running jobs; ``heartbeat_interval``, ``poll_interval`` and ``orphan_check_interval``
-    the background cadences; the README's configuration table describes the rest.
+    ``concurrency`` processor threads per worker; ``queues`` the weighted queue list (each
+    name repeated by its weight); ``redis_url`` the URL in use: the one given, else
+    ``$REDIS_URL``, else redis://localhost:6379/0 (assigning None resolves it again);
+    ``job_packages`` the packages, besides the app module's own, whose modules a worker may
+    import to find a payload's job class by its dotted path; ``fetch`` ``reliable``
+    (default) or ``basic``; ``shutdown_timeout`` how long a stopping worker waits for running
+    jobs; ``orphan_threshold`` how long a silent process's jobs wait before recovery;
+    ``max_orphanings`` how many recoveries a job survives before it is dead;
+    ``heartbeat_interval``, ``poll_interval``, ``orphan_check_interval`` and
+    ``fetch_idle_max_interval`` the background cadences; ``unique_lock_ttl`` the unique
+    locks' lifetime; ``max_memory`` (MB) the size above which the swarm replaces a child;
+    ``tag`` the name shown in process titles.
     """
 
     concurrency: int
     queues: list[str]
-    redis_url: str | None
+    redis_url: str
+    job_packages: list[str]
     redis_socket_timeout: float
     fetch: str
     fetch_idle_max_interval: float
@@ -217,7 +257,9 @@ class Config:
         for name, (default, _) in _OPTIONS.items():
             object.__setattr__(self, name, default())
         self._add_default_middleware()
-        self.update(options)
+        # redis_url first, so an unset one is resolved (and $REDIS_URL checked) only if the
+        # caller didn't pass one
+        self.update({"redis_url": None, **options})
 
     def _add_default_middleware(self) -> None:
         """The built-in middleware every config starts with (no-ops for jobs without the
