@@ -12,15 +12,27 @@ restore the previous mode on exit, so they nest::
 
 The client middleware always runs; only the final dispatch differs. The mode is global to the
 process, not per thread.
+
+While either mode is on nothing talks to Redis, so a test passes with no server at all: the
+shipped middleware keeps its state in ``memory`` instead and behaves as it does on Redis. A
+duplicate unique push returns None until the first job is drained (a success or a failure that
+ends it) or dropped by ``clear`` / ``clear_all``; ``status.get``, ``status.status``,
+``history.query`` and ``history.daily_counts`` answer from memory. That memory is one per
+process (whatever config or client is passed), shared by both modes and nested blocks, and
+outlives a block like the recorded jobs do: ``clear_all()`` forgets both. Outside the modes the
+same functions read Redis again.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+
+from cogworker import keys, locks
 
 if TYPE_CHECKING:
     from cogworker.config import Config
@@ -37,6 +49,49 @@ class EmptyQueueError(LookupError):
     """``perform_one`` was asked for a job class with no recorded jobs."""
 
 
+class Memory:
+    """What the shipped middleware keeps here instead of Redis while a mode is on.
+
+    Hold ``lock`` while reading or changing the tables. Expiry times are epoch seconds,
+    checked when an entry is read, as Redis would have dropped it by then.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.unique_locks: dict[str, tuple[str, float]] = {}  # key -> (owner jid, expires)
+        self.statuses: dict[str, tuple[dict[str, str], float]] = {}  # jid -> (fields, expires)
+        # history set key -> [(finished_at, entry JSON)], oldest first; UTC day -> counts
+        self.history: dict[str, list[tuple[float, str]]] = {}
+        self.daily: dict[str, dict[str, int]] = {}
+
+    def take_lock(self, key: str, owner: str, ttl: float) -> bool:
+        """Take ``key`` for ``owner`` unless another unexpired owner holds it."""
+        now = time.time()
+        with self.lock:
+            held = self.unique_locks.get(key)
+            if held is not None and held[1] > now:
+                return False
+            self.unique_locks[key] = (owner, now + ttl)
+            return True
+
+    def release_lock(self, key: str, owner: str) -> None:
+        """Owner-checked, as on Redis: a lock taken again by another job stays."""
+        with self.lock:
+            held = self.unique_locks.get(key)
+            if held is not None and held[0] == owner:
+                del self.unique_locks[key]
+
+    def forget(self) -> None:
+        with self.lock:
+            self.unique_locks.clear()
+            self.statuses.clear()
+            self.history.clear()
+            self.daily.clear()
+
+
+memory = Memory()
+"""The process's memory for the testing modes."""
+
 _mode = Mode.DISABLED
 _lock = threading.RLock()
 # class name -> recorded (config, job) pairs, oldest first
@@ -45,6 +100,11 @@ _recorded: dict[str, list[tuple[Config, Payload]]] = {}
 
 def current_mode() -> Mode:
     return _mode
+
+
+def active() -> bool:
+    """True in fake or inline mode: middleware state goes to ``memory``, not Redis."""
+    return _mode is not Mode.DISABLED
 
 
 @contextmanager
@@ -99,6 +159,14 @@ def _name(job: Any) -> str:
     return name
 
 
+def _release_unique(dropped: list[tuple[Config, Payload]]) -> None:
+    """Free the unique locks of recorded jobs that are thrown away instead of run."""
+    for _, job in dropped:
+        jid = job.get("jid")
+        if locks.is_until_executed(job) and isinstance(jid, str):
+            memory.release_lock(keys.unique(locks.unique_digest(job)), jid)
+
+
 def jobs(job: Any) -> list[Payload]:
     """The jobs recorded for ``job`` (class, @job function or wire name), oldest first."""
     with _lock:
@@ -111,24 +179,32 @@ def all_jobs() -> list[Payload]:
 
 
 def clear(job: Any) -> None:
+    """Drop the recorded jobs of ``job``, and the unique locks they hold."""
     with _lock:
-        _recorded.pop(_name(job), None)
+        _release_unique(_recorded.pop(_name(job), []))
 
 
 def clear_all() -> None:
+    """Drop every recorded job and forget ``memory`` (locks, statuses, history)."""
     with _lock:
         _recorded.clear()
+        memory.forget()
 
 
 def perform_one(job: Any) -> Payload:
-    """Remove the oldest recorded job of ``job`` and run it through the server middleware."""
+    """Remove the oldest recorded job of ``job`` and run it through the server middleware
+    (in fake mode if no mode is on)."""
     name = _name(job)
     with _lock:
         entries = _recorded.get(name)
         if not entries:
             raise EmptyQueueError(f"no {name} jobs recorded")
         config, payload = entries.pop(0)
-    _run(config, payload)
+    if _mode is Mode.DISABLED:  # run after the block: what it pushes or writes stays here too
+        with fake():
+            _run(config, payload)
+    else:
+        _run(config, payload)
     return payload
 
 

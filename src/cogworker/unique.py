@@ -6,23 +6,29 @@ so both deduplicate against each other. The lock holds the jid of the job that o
 taken at push (a duplicate push returns None), kept while the job is queued, scheduled,
 retrying or running, extended over each retry, and released when the job succeeds or fails
 for good, or when the push itself raises. Its TTL, ``unique_lock_ttl`` counted from the job's
-due time, is only a safety net.
+due time, is only a safety net. In a testing mode the lock lives in ``testing.memory`` instead,
+with the same rules.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import failure, keys, locks, wire
+from cogworker import failure, keys, locks, testing, wire
 from cogworker.wire import Payload
 
 if TYPE_CHECKING:
     from cogworker.config import Config
     from cogworker.job import Job
+
+
+_ran_inline = threading.local()
+"""``jid``: the last job whose run ended on this thread in a testing mode keeping its lock."""
 
 
 class UniqueLockMiddleware:
@@ -46,7 +52,12 @@ class UniqueLockMiddleware:
         wait = max(float(at) - wire.now(), 0.0) if isinstance(at, int | float) else 0.0
         ttl = math.ceil(self.config.unique_lock_ttl + wait)
         key, jid = keys.unique(locks.unique_digest(job)), str(job["jid"])
-        if not redis.set(key, jid, nx=True, ex=ttl):
+        in_memory = testing.active()
+        if in_memory:
+            taken = testing.memory.take_lock(key, jid, ttl)
+        else:
+            taken = bool(redis.set(key, jid, nx=True, ex=ttl))
+        if not taken:
             job["unique_skipped"] = True
             return
         try:
@@ -54,7 +65,11 @@ class UniqueLockMiddleware:
         except BaseException:
             # the push raised: free the digest instead of refusing this job for a day. (If
             # the push did land and only its reply was lost, a duplicate can now get in.)
-            locks.release_key(redis, key, jid)
+            if not in_memory:
+                locks.release_key(redis, key, jid)
+            elif getattr(_ran_inline, "jid", None) != jid:
+                testing.memory.release_lock(key, jid)
+            # else an inline run raised through its push: its end decided, as on a worker
             raise
 
 
@@ -75,11 +90,18 @@ class UniqueReleaseMiddleware:
         except BaseException:
             if failure.is_terminal(job):
                 _release(self.config, job)
+            elif testing.active():
+                _ran_inline.jid = job.get("jid")  # kept for a retry: not the push's failure
             raise
         _release(self.config, job)
 
 
 def _release(config: Config, job: Payload) -> None:
     jid = job.get("jid")
-    if isinstance(jid, str):
-        locks.release_key(config.redis(), keys.unique(locks.unique_digest(job)), jid)
+    if not isinstance(jid, str):
+        return
+    key = keys.unique(locks.unique_digest(job))
+    if testing.active():
+        testing.memory.release_lock(key, jid)
+    else:
+        locks.release_key(config.redis(), key, jid)
