@@ -4,6 +4,11 @@ redis-py re-sends a command after a connection error or a read timeout. For a jo
 is wrong: an LPUSH or a script whose reply was lost may already have run, and sending it again
 would enqueue or move a job twice. So commands are never retried by the client; only opening a
 connection is (nothing has been sent yet). Callers retry idempotent reads themselves.
+
+Replies are decoded losslessly: a byte that isn't valid UTF-8 (any producer may write one)
+becomes a lone surrogate (U+DC80..U+DCFF) instead of raising, and is turned back into the
+same byte when the string is sent again, so a payload is still matched by its exact stored
+bytes (LREM, ZREM, LPOS...). Whether a payload is valid text is decided where it is parsed.
 """
 
 from __future__ import annotations
@@ -14,15 +19,43 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.connection import PythonRespSerializer
 from redis.retry import Retry
 
 DEFAULT_URL = "redis://localhost:6379/0"
+LOSSLESS_DECODING = "surrogateescape"
 
 _CONNECT_RETRY = Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3)
 
 
+class _LosslessPacker:
+    """hiredis encodes command arguments as strict UTF-8, so it refuses a string that holds
+    bytes decoded losslessly; such a (rare) command is packed by redis-py's own packer, which
+    honours the connection's ``encoding_errors``."""
+
+    def __init__(self, fast: Any, exact: PythonRespSerializer) -> None:
+        self._fast = fast
+        self._exact = exact
+
+    def pack(self, *args: Any) -> Any:
+        try:
+            return self._fast.pack(*args)
+        except UnicodeEncodeError:
+            return self._exact.pack(*args)  # type: ignore[no-untyped-call]
+
+
 class _ConnectRetryMixin:
-    """Retry establishing a connection, and only that."""
+    """Retry establishing a connection, and only that; pack every argument losslessly."""
+
+    def _construct_command_packer(self, packer: Any) -> Any:
+        chosen = super()._construct_command_packer(packer)  # type: ignore[misc]
+        if isinstance(chosen, PythonRespSerializer):
+            return chosen
+        exact = PythonRespSerializer(
+            self._buffer_cutoff,  # type: ignore[attr-defined]
+            self.encoder.encode,  # type: ignore[attr-defined]
+        )
+        return _LosslessPacker(chosen, exact)
 
     def connect(self) -> None:
         _CONNECT_RETRY.call_with_retry(
@@ -93,6 +126,7 @@ def connect(
         retry=Retry(NoBackoff(), 0),
         health_check_interval=30,
         decode_responses=True,
+        encoding_errors=LOSSLESS_DECODING,
         **extra,
     )
     return redis.Redis.from_pool(pool)  # closing the client closes its pool too
