@@ -25,11 +25,22 @@ if TYPE_CHECKING:
 logger = logging.getLogger("cogworker")
 
 
+PRESENCE_SECONDS = 60  # the TTL of a process's presence key (the heartbeat writes it)
+RUBY_CHECK_INTERVAL = 60  # Ruby processes sharing the Redis check for orphans this often
+
+
 def active_ttl(config: Config) -> int:
-    """TTL of a running cron lock while its job performs: outlives orphan recovery."""
+    """TTL of a running cron lock while its job performs.
+
+    It outlives the recovery of a run whose process died: the presence key expires, the
+    orphan threshold passes, then the next orphan check requeues the run (which re-takes
+    the lock). The check interval counts with the configured value when that is longer than
+    a minute; with the defaults this is the Ruby gem's 420 s.
+    """
     import math
 
-    return math.ceil(config.orphan_threshold + 60 + 60)
+    check_interval = max(config.orphan_check_interval, RUBY_CHECK_INTERVAL)
+    return math.ceil(config.orphan_threshold + PRESENCE_SECONDS + check_interval)
 
 
 class RunningLockMiddleware:
