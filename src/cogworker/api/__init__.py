@@ -1,6 +1,6 @@
 """Reading and operating cogworker's state in Redis: the API the CLI, the metrics and the
-Web UI are built on. Every read is one or two round trips, and iteration pages through Redis
-rather than loading a large set at once.
+Web UI are built on. Reads are one or two round trips, except the searches by jid (there is
+no index by jid), which read each structure once, a page at a time.
 
     from cogworker import api
     client = config.redis()
@@ -8,8 +8,13 @@ rather than loading a large set at once.
     api.Queue(client, "default").latency()
     api.dead_set(client).retry_now(record.raw)
     for process in api.ProcessSet(client): process.quiet_down()
+    api.explain(client, jid).place          # where a job is; .reasons: why it waits
 """
 
+from cogworker.api.explain import explain
+from cogworker.api.explanation import Explanation, Location, Place, Reason, Run, Why
+from cogworker.api.locks import Release, UniqueLock, release_owned_by, unique_locks
+from cogworker.api.locks import release as release_lock
 from cogworker.api.processes import Process, ProcessSet, Work, WorkSet
 from cogworker.api.queues import Queue, queue_names
 from cogworker.api.records import JobRecord
@@ -17,20 +22,32 @@ from cogworker.api.sets import JobSet, dead_set, retry_set, scheduled_set
 from cogworker.api.stats import QueueStats, Stats, attempts, stats, throughput
 
 __all__ = [
+    "Explanation",
     "JobRecord",
     "JobSet",
+    "Location",
+    "Place",
     "Process",
     "ProcessSet",
     "Queue",
     "QueueStats",
+    "Reason",
+    "Release",
+    "Run",
     "Stats",
+    "UniqueLock",
+    "Why",
     "Work",
     "WorkSet",
     "attempts",
     "dead_set",
+    "explain",
     "queue_names",
+    "release_lock",
+    "release_owned_by",
     "retry_set",
     "scheduled_set",
     "stats",
     "throughput",
+    "unique_locks",
 ]

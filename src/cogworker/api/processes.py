@@ -122,13 +122,61 @@ class ProcessSet:
 
 @dataclass(frozen=True)
 class Work:
-    """One job running now: which process and thread, since when, and the job."""
+    """One job running now: which process and thread, since when, and the job.
+
+    ``readable`` is False for an entry that isn't the usual JSON (its ``job`` is then empty
+    and ``raw`` holds the entry as stored): the thread runs something nobody can name."""
 
     identity: str
     thread_id: str
     queue: str
     run_at: int | None
     job: dict[str, Any]
+    raw: str = ""
+    readable: bool = True
+
+    @property
+    def jid(self) -> str | None:
+        jid = self.job.get("jid")
+        return jid if isinstance(jid, str) else None
+
+
+def parse_work(identity: str, thread_id: str, raw: str) -> Work:
+    """A ``cogworker:workers:<identity>`` entry: ``{"queue", "payload", "run_at"}``."""
+    try:
+        entry = wire.loads(raw)
+    except (ValueError, RecursionError):
+        entry = None
+    if not isinstance(entry, dict):
+        return Work(identity, thread_id, "", None, {}, raw, readable=False)
+    payload = entry.get("payload")
+    queue = entry.get("queue")
+    return Work(
+        identity=identity,
+        thread_id=thread_id,
+        queue=queue if isinstance(queue, str) else "",
+        run_at=_int(entry.get("run_at")),
+        job=payload if isinstance(payload, dict) else {},
+        raw=raw,
+        readable=isinstance(payload, dict),
+    )
+
+
+def work_of(client: redis.Redis, identities: list[str]) -> dict[str, list[Work]]:
+    """What each process's threads are running, by identity (dead processes too, while
+    their entries last), in one round trip."""
+    if not identities:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for identity in identities:
+        pipe.hgetall(keys.workers(identity))
+    return {
+        identity: [
+            parse_work(identity, str(thread_id), str(raw))
+            for thread_id, raw in sorted(entries.items())
+        ]
+        for identity, entries in zip(identities, pipe.execute(), strict=True)
+    }
 
 
 class WorkSet:
@@ -138,27 +186,9 @@ class WorkSet:
         self.client = client
 
     def __iter__(self) -> Iterator[Work]:
-        processes = list(ProcessSet(self.client))
-        if not processes:
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for process in processes:
-            pipe.hgetall(keys.workers(process.identity))
-        for process, entries in zip(processes, pipe.execute(), strict=True):
-            for thread_id, raw in sorted(entries.items()):
-                try:
-                    entry = wire.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(entry, dict):
-                    continue
-                yield Work(
-                    identity=process.identity,
-                    thread_id=str(thread_id),
-                    queue=str(entry.get("queue", "")),
-                    run_at=_int(entry.get("run_at")),
-                    job=payload if isinstance(payload := entry.get("payload"), dict) else {},
-                )
+        identities = [process.identity for process in ProcessSet(self.client)]
+        for works in work_of(self.client, identities).values():
+            yield from works
 
     def size(self) -> int:
         return sum(1 for _ in self)

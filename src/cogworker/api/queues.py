@@ -1,4 +1,9 @@
-"""Queues: size, latency, paging, lookup, deletion, clearing, pausing."""
+"""Queues: size, latency, paging, lookup, deletion, clearing, pausing.
+
+Removing jobs (``delete``, ``clear``) releases the locks they still own: a unique job's
+``cogworker:unique:<digest>`` and a cron run's ``periodic:running:<pjid>``, each only while
+it holds that job's jid, so a newer duplicate's lock is never touched.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,17 @@ from dataclasses import dataclass
 
 import redis
 
-from cogworker import keys, wire
-from cogworker.api.records import JobRecord, paged, with_jid
+from cogworker import keys, locks, scripts, wire
+from cogworker.api.records import JobRecord, paged
+from cogworker.api.search import Found, search_list
 
 PAGE = 100
+CLEAR_BATCH = 1000
+
+TAKE_BATCH = scripts.load(__file__, "take_batch")
+LOCK_MARKER = "until_executed"
+"""Only a job whose text holds this can own a lock (``unique`` or ``periodic_until_executed``
+says so): a clear reads back just those, so clearing a queue of plain jobs moves no payloads."""
 
 
 def queue_names(client: redis.Redis) -> list[str]:
@@ -61,19 +73,45 @@ class Queue:
 
     def find_job(self, jid: str) -> JobRecord | None:
         """The job with ``jid`` (a scan of the queue)."""
-        return next(with_jid(self, jid), None)
+        found = self.locate(jid)
+        return found.records[0] if found.records else None
+
+    def locate(self, jid: str) -> Found:
+        """Every copy of job ``jid`` and its position (0 = next to run): one pass over the
+        queue, a page of 1,000 per round trip."""
+        return search_list(self.client, self.key, jid)
 
     def delete(self, raw: str) -> int:
-        """Remove every copy of exactly ``raw``; how many were removed."""
-        return int(self.client.lrem(self.key, 0, raw))
+        """Remove every copy of exactly ``raw``; how many were removed. If any was, the
+        locks the job owns are released (owner-checked)."""
+        removed = int(self.client.lrem(self.key, 0, raw))
+        record = JobRecord(raw)
+        if removed and record.item is not None:
+            locks.release_owned(self.client, locks.owned_locks(record.item))
+        return removed
 
     def clear(self) -> int:
-        """Drop every job (the name stays known); how many there were."""
-        pipe = self.client.pipeline(transaction=True)
-        pipe.llen(self.key)
-        pipe.delete(self.key)
-        size, _ = pipe.execute()
-        return int(size)
+        """Drop every job (the name stays known) and release the locks they own; how many
+        jobs were dropped.
+
+        Jobs are taken from the tail in batches of ``CLEAR_BATCH`` (one script call each,
+        which reads back only the jobs that may own a lock), up to the length the queue had
+        when the clear began: a job pushed meanwhile survives unless workers took that many
+        jobs from the queue during the clear. Every job dropped has its locks released.
+        """
+        remaining = self.size()
+        dropped = 0
+        while remaining > 0:
+            taken, *holders = TAKE_BATCH(
+                self.client, [self.key], [min(remaining, CLEAR_BATCH), LOCK_MARKER]
+            )
+            if not taken:
+                break
+            dropped += int(taken)
+            remaining -= int(taken)
+            jobs = [job for raw in holders if (job := JobRecord(str(raw)).item) is not None]
+            locks.release_owned(self.client, locks.owned_locks(*jobs))
+        return dropped
 
     def pause(self) -> None:
         self.client.sadd(keys.PAUSED_QUEUES, self.name)

@@ -2,6 +2,11 @@
 
 Every change acts on an entry's exact stored string and is one atomic step, so two operators
 (or an operator and the scheduler) acting on one entry never duplicate or lose it.
+
+Removing entries (``delete``, ``clear``) also forgets their retry histories and releases the
+locks the jobs still own, each only while it holds that job's jid. That includes the dead
+set: a dead job normally released its locks when it died, and the owner check leaves a newer
+duplicate's lock alone, so the release only matters when the dying process couldn't make it.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ from dataclasses import dataclass
 
 import redis
 
-from cogworker import keys, scripts, wire
-from cogworker.api.records import JobRecord, paged, with_jid
+from cogworker import keys, locks, scripts, wire
+from cogworker.api.records import JobRecord, paged
+from cogworker.api.search import search_sorted_set
 from cogworker.worker.scheduler import claim_and_requeue
 
 PAGE = 500
+CLEAR_BATCH = 1000
 
 RESCHEDULE = scripts.load(__file__, "reschedule")
 KILL = scripts.load(__file__, "kill")
@@ -50,8 +57,8 @@ class JobSet:
         return paged(self.page, PAGE)
 
     def find_jobs(self, jid: str) -> list[JobRecord]:
-        """Every entry with ``jid`` (a scan; a job can be in a set more than once)."""
-        return list(with_jid(self, jid))
+        """Every entry with ``jid`` (one pass over the set; a job can be there twice)."""
+        return search_sorted_set(self.client, self.key, jid).records
 
     def retry_now(self, raw: str) -> str:
         """Put the entry back on its queue now: ``requeued``, ``gone`` or ``invalid``."""
@@ -62,23 +69,40 @@ class JobSet:
         return bool(RESCHEDULE(self.client, [self.key], [raw, at]))
 
     def delete(self, raw: str) -> bool:
-        """Remove the entry and forget its retry history."""
+        """Remove the entry and forget its retry history; if it was still there, release
+        the locks its job owns (not when it was gone: it may be on a queue by now)."""
         record = JobRecord(raw)
         pipe = self.client.pipeline(transaction=False)
         pipe.zrem(self.key, raw)
         pipe.delete(keys.job_attempts(record.jid))
         removed, _ = pipe.execute()
+        if removed and record.item is not None:
+            locks.release_owned(self.client, locks.owned_locks(record.item))
         return bool(removed)
 
     def clear(self) -> int:
-        """Remove every entry (and their retry histories); how many there were."""
-        jids = {record.jid for record in self}
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zcard(self.key)
-        pipe.delete(self.key)
-        for jid in jids:
-            pipe.delete(keys.job_attempts(jid))
-        return int(pipe.execute()[0])
+        """Remove every entry, their retry histories and their locks; how many were removed.
+
+        Entries are popped lowest score first, ``CLEAR_BATCH`` per round trip, up to the
+        size the set had when the clear began (an entry added meanwhile may be removed
+        instead of an older one). Each popped entry is gone for every other process, so its
+        locks are released and its history deleted exactly once.
+        """
+        remaining = self.size()
+        removed = 0
+        while remaining > 0:
+            popped: list[tuple[str, float]] = self.client.zpopmin(  # type: ignore[assignment]
+                self.key, min(remaining, CLEAR_BATCH)
+            )
+            if not popped:
+                break
+            records = [JobRecord(str(raw)) for raw, _ in popped]
+            removed += len(records)
+            remaining -= len(records)
+            self.client.delete(*{keys.job_attempts(record.jid) for record in records})
+            jobs = [record.item for record in records if record.item is not None]
+            locks.release_owned(self.client, locks.owned_locks(*jobs))
+        return removed
 
     def kill(self, raw: str) -> bool:
         """Move the entry to the dead set now; False if it is gone."""

@@ -4,7 +4,8 @@ releases, and releases deferred until Redis answers again.
 Every EXPIRE or DEL of ``cogworker:unique:*`` and ``periodic:running:*`` checks that the key
 still holds the acting job's jid, so an older run never touches a newer run's lock. A release
 that fails is remembered in memory and retried on every heartbeat (locks expire on their TTL
-anyway if the process exits first).
+anyway if the process exits first). Removing many jobs at once (a queue or set cleared by an
+operator) releases their locks in batches of ``RELEASE_BATCH`` per script call.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import logging
 import math
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import redis
@@ -27,6 +29,9 @@ logger = logging.getLogger("cogworker")
 
 EXPIRE_IF_OWNED = scripts.load(__file__, "expire_if_owned")
 DELETE_IF_OWNED = scripts.load(__file__, "delete_if_owned")
+
+RELEASE_BATCH = 500
+"""Locks released per script call by ``release_owned`` (one round trip each)."""
 
 
 def unique_digest(job: Payload) -> str:
@@ -54,8 +59,59 @@ def expire_if_owned(client: redis.Redis, key: str, owner: str, ttl: float) -> bo
     return bool(EXPIRE_IF_OWNED(client, [key], [owner, math.ceil(ttl)]))
 
 
+class NotALock(redis.ResponseError):
+    """A lock key holds another type (a list, a hash...): no job owns it."""
+
+
 def delete_if_owned(client: redis.Redis, key: str, owner: str) -> bool:
-    return bool(DELETE_IF_OWNED(client, [key], [owner]))
+    """Delete ``key`` if it holds ``owner``; raises ``NotALock`` if it holds another type."""
+    deleted, not_locks = _delete_owned(client, [(key, owner)])
+    if not_locks:
+        raise NotALock(f"{key} holds another type, not a lock")
+    return bool(deleted)
+
+
+def _delete_owned(client: redis.Redis, pairs: list[tuple[str, str]]) -> tuple[int, list[str]]:
+    reply = DELETE_IF_OWNED(client, [key for key, _ in pairs], [owner for _, owner in pairs])
+    return int(reply[0]), [str(key) for key in reply[1:]]
+
+
+def release_owned(client: redis.Redis, pairs: Iterable[tuple[str, str]]) -> int:
+    """Owner-checked release of many ``(lock key, owner jid)`` pairs, ``RELEASE_BATCH`` per
+    round trip; how many locks were deleted. Redis errors are raised (nothing is deferred:
+    the caller is an operator's command, which reports them)."""
+    deleted = 0
+    batch: list[tuple[str, str]] = []
+    for pair in pairs:
+        batch.append(pair)
+        if len(batch) == RELEASE_BATCH:
+            deleted += _release_batch(client, batch)
+            batch = []
+    if batch:
+        deleted += _release_batch(client, batch)
+    return deleted
+
+
+def _release_batch(client: redis.Redis, batch: list[tuple[str, str]]) -> int:
+    deleted, not_locks = _delete_owned(client, batch)
+    for key in not_locks:
+        logger.warning("lock %s not released: it holds another type, not a lock", key)
+    return deleted
+
+
+def owned_locks(*jobs: Payload) -> list[tuple[str, str]]:
+    """``(lock key, jid)`` for every lock the jobs may own. A job without a string jid owns
+    none, nor does one whose fields can't be UTF-8 encoded (it couldn't have taken one)."""
+    pairs: list[tuple[str, str]] = []
+    for job in jobs:
+        jid = job.get("jid")
+        if not isinstance(jid, str):
+            continue
+        try:
+            pairs.extend((key, jid) for key in held_locks(job))
+        except UnicodeEncodeError:
+            continue
+    return pairs
 
 
 class DeferredReleases:
@@ -82,9 +138,7 @@ class DeferredReleases:
             try:
                 if owner not in handed_back:
                     delete_if_owned(client, key, owner)
-            except redis.RedisError as error:
-                if "WRONGTYPE" not in str(error):
-                    raise
+            except NotALock as error:
                 logger.error("deferred release of %s dropped: %s", key, error)
             with self._lock:
                 if self._pending.get(key) == owner:
