@@ -325,8 +325,11 @@ def test_unserialisable_job_is_interrupted_from_the_original_payload(
     assert entry["error_class"] == "ValueError"
     assert entry["error_message"] == "boom nan"
     assert score == pytest.approx(entry["failed_at"] + 30, abs=0.01)
-    assert f"couldn't record failure of jid={jid}: ValueError" in caplog.text
-    assert f"couldn't record the failure of jid={jid} (ValueError); retrying in 30s" in caplog.text
+    assert (
+        f"fail: Hard::Fail jid={jid}: ValueError: boom nan; couldn't file it (ValueError: Out of "
+        "range float values are not JSON compliant): retry 1/3 in 30s instead (interruption 1 "
+        "of at most 3)"
+    ) in caplog.text
     assert r.llen(keys.queue("default")) == 0
     assert RUNS == ["nan"]  # the loop is broken: it ran once and waits in retry
 
@@ -347,7 +350,8 @@ def test_interrupted_more_than_three_times_goes_to_dead(
     assert entry["jid"] == jid
     assert entry["interrupted_count"] == 4
     assert r.zcard(keys.RETRY) == 0
-    assert "moved to dead: interrupted more than 3 times" in caplog.text
+    assert f"jid={jid}: ValueError: boom fourth; couldn't file it" in caplog.text
+    assert "dead instead (interrupted more than 3 times)" in caplog.text
     assert handled[0]["jid"] == jid
 
 
@@ -377,7 +381,8 @@ def test_interrupt_of_a_job_with_no_retries_left_goes_to_dead(
     assert entry["interrupted_count"] == 1
     assert entry["retry_count"] == push.get("retry_count", 0) + 1
     assert r.zcard(keys.RETRY) == 0
-    assert "moved to dead: no retries left" in caplog.text
+    assert f"jid={jid}: " in caplog.text
+    assert "dead instead (no retries left)" in caplog.text
 
 
 def test_interrupt_into_retry_extends_the_unique_lock(manager: Manager, r: redis.Redis) -> None:
@@ -481,7 +486,11 @@ def test_bug_inside_interrupt_remembers_a_minimal_dead_entry(
         assert minimal["error_class"] == "ValueError"
         assert minimal["error_message"] == "boom minimal"
         assert "poisoned" not in minimal
-        assert f"couldn't record or interrupt jid={jid} (left in progress)" in caplog.text
+        assert (
+            f"fail: Hard::Fail jid={jid}: ValueError: boom minimal; couldn't file it (ValueError: "
+            "Out of range float values are not JSON compliant) nor interrupt it (RuntimeError: "
+            "bug in max_retries): left in progress, filed into dead by the next reconcile"
+        ) in caplog.text
         Scheduler(manager).orphan_check()  # reconcile files it
         assert manager.pending() == {}
     [(entry, _)] = zset_entries(r, keys.DEAD)

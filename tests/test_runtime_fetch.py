@@ -321,11 +321,14 @@ UNREADABLE = [
 ]
 
 
-def test_shutdown_requeue_sends_unreadable_queues_to_default(
+def test_shutdown_requeue_files_payloads_without_a_readable_queue_into_dead(
     config: cogworker.Config, r: redis.Redis
 ) -> None:
+    """The requeue script sends a payload in which it can't read a queue to the default
+    queue; as none of these is a job, each goes on from there to dead at once (whoever reads
+    the default queue, if anyone)."""
     identity = new_identity()
-    good = '{"class":"X","queue":"mail","jid":"0123456789abcdef01234567"}'
+    good = '{"class":"X","queue":"mail","jid":"0123456789abcdef01234567","args":[]}'
     r.rpush(keys.inprogress(identity), *UNREADABLE, good)
     fetch = make_fetch("reliable", config, identity)
     try:
@@ -333,7 +336,12 @@ def test_shutdown_requeue_sends_unreadable_queues_to_default(
     finally:
         fetch.close()
     assert moved == len(UNREADABLE) + 1
-    assert sorted(r.lrange(keys.queue("default"), 0, -1)) == sorted(UNREADABLE)
+    assert r.llen(keys.queue("default")) == 0
+    wrappers = [json.loads(member) for member in r.zrange(keys.DEAD, 0, -1)]
+    assert sorted(wrapper["raw_payload"] for wrapper in wrappers) == sorted(UNREADABLE)
+    assert {wrapper["class"] for wrapper in wrappers} == {"(unparseable)"}
+    assert {wrapper["queue"] for wrapper in wrappers} == {"default"}
+    assert int(r.get(keys.STATS_FAILED) or 0) == len(UNREADABLE)
     assert r.lrange(keys.queue("mail"), 0, -1) == [good]
     assert r.llen(keys.inprogress(identity)) == 0
 
@@ -354,16 +362,19 @@ def test_give_back_of_an_unreadable_payload_goes_to_default(
     assert r.llen(keys.queue("elsewhere")) == 0
 
 
-def test_unreadable_payload_requeued_to_default_is_buried_there(
+def test_unreadable_payload_handed_back_to_default_is_buried_there(
     config: cogworker.Config, r: redis.Redis
 ) -> None:
-    identity = new_identity()
-    r.rpush(keys.inprogress(identity), "{not json")
-    fetch = make_fetch("reliable", config, identity)
+    config.queues = ["elsewhere"]
+    r.lpush(keys.queue("elsewhere"), "{not json")
+    fetch = make_fetch("reliable", config)
     try:
-        fetch.requeue_in_progress(identity)
+        [work] = fetch.retrieve(1)
+        fetch.give_back(work)  # the fetch layer alone: to the default queue
     finally:
         fetch.close()
+    assert r.lrange(keys.queue("default"), 0, -1) == ["{not json"]
+    config.queues = ["default"]
     config.concurrency = 1
     manager = Manager(config, new_identity())
     with running(manager):

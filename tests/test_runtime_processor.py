@@ -325,7 +325,11 @@ def test_unrecordable_failure_is_left_in_progress_then_filed_never_requeued(
         [raw] = r.lrange(inprogress(manager), 0, -1)
         target, _, _ = manager.pending()[raw]  # type: ignore[misc]
         assert target == keys.RETRY
-        assert f"couldn't record failure of jid={jid}" in caplog.text
+        assert (
+            f"fail: RtProc::Fail jid={jid}: ValueError: boom unfiled; couldn't file it "
+            "(ResponseError: WRONGTYPE"
+        ) in caplog.text
+        assert "left in progress, filed into retry by the next reconcile" in caplog.text
         checks = Scheduler(manager)
         for _ in range(2):  # two reconcile passes: a stray would be requeued by now
             checks.orphan_check()

@@ -98,8 +98,20 @@ class BasicFetch:
                     ],
                 )
                 count += 1
-            except (ValueError, KeyError, TypeError, AttributeError, redis.ResponseError) as error:
-                logger.error("couldn't requeue in-flight entry %s: %s", entry[:200], error)
+            except (
+                ValueError,
+                KeyError,
+                TypeError,
+                AttributeError,
+                RecursionError,
+                redis.ResponseError,
+            ) as error:
+                logger.error(
+                    "couldn't requeue in-flight entry %s (lost: basic fetch keeps it nowhere "
+                    "else): %s",
+                    entry[:200],
+                    error,
+                )
         return count
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ polls with a backoff of 0.25 s doubling up to ``fetch_idle_max_interval``.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -59,12 +60,14 @@ def supported(client: redis.Redis) -> bool:
 
 
 def jid_of(raw: str) -> str:
-    """The jid in a raw payload, for keys and log lines; ``?`` if unreadable."""
-    import json
+    """The jid in a raw payload, for keys and log lines; ``?`` if unreadable.
 
+    Lenient on purpose: a payload holding invalid bytes still yields the jid the scripts see
+    in it (they read it with cjson), so both name the same orphan counter.
+    """
     try:
         job = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "?"
     jid = job.get("jid") if isinstance(job, dict) else None
     return jid if isinstance(jid, str) else "?"
@@ -215,11 +218,12 @@ def requeue_list(
         *marks,
     ]
     reply = REQUEUE_LIST(client, script_keys, args)
-    moved, failed, n_unlisted = int(reply[0]), int(reply[1]), int(reply[2])
+    moved, failed, n_unlisted, n_buried = (int(count) for count in reply[:4])
     if moved == -1:
         return -1
-    unlisted = reply[3 : 3 + n_unlisted]
-    buried = reply[3 + n_unlisted :]
+    unlisted = reply[4 : 4 + n_unlisted]
+    buried = reply[4 + n_unlisted : 4 + n_unlisted + n_buried]
+    unnamed = reply[4 + n_unlisted + n_buried :]
     if unlisted:
         logger.warning(
             "requeued jobs of %s onto queue(s) no live process reads: %s — make sure some "
@@ -234,8 +238,9 @@ def requeue_list(
             failed,
             identity,
         )
-    if buried:
+    if buried or unnamed:
         from cogworker.worker import recovery
 
         recovery.remember_raw_burials(list(buried))
+        recovery.bury_unnamed_requeues(client, list(unnamed))
     return moved

@@ -1,14 +1,14 @@
 --#include retake_lock.lua
--- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl) -> queue name
--- Put one raw job back at the tail of its queue (it runs next). A job whose payload can't be
--- read goes to the default queue, where the processor buries it. A cron run that holds its
--- entry's running lock re-takes it in the same step.
+-- requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl) -> queue name, named
+-- Put one raw job back at the tail of its queue (it runs next). A payload in which no queue
+-- can be read goes to the default queue, where the processor buries it; `named` is false
+-- then. A cron run that holds its entry's running lock re-takes it in the same step.
 local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_ttl)
-  local queue = default_queue
+  local queue, named = default_queue, false
   local ok, job = pcall(cjson.decode, raw)
   if ok and type(job) == "table" then
     if type(job.queue) == "string" and job.queue ~= "" then
-      queue = job.queue
+      queue, named = job.queue, true
     end
     if job.periodic_until_executed == true and type(job.periodic_pjid) == "string"
         and type(job.jid) == "string" then
@@ -16,5 +16,5 @@ local function requeue_job(raw, queue_prefix, default_queue, lock_prefix, lock_t
     end
   end
   redis.call("RPUSH", queue_prefix .. queue, raw)
-  return queue
+  return queue, named
 end

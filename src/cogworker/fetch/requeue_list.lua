@@ -13,8 +13,9 @@
 -- ARGV[7]  caller's epoch seconds (used when TIME is refused)
 -- ARGV[8]  orphan counter prefix   ARGV[9] counter TTL   ARGV[10] max orphanings
 -- ARGV[11..] "d:<raw>" already finished, drop it; "k:<raw>" keep it on the list
--- Returns  {-1, 0, 0} when the owner is alive, else
---          {moved, failed, n_unlisted, unlisted queue names..., raws buried straight into dead...}
+-- Returns  {-1, 0, 0, 0} when the owner is alive, else {moved, failed, n_unlisted, n_buried,
+--          unlisted queue names..., raws buried straight into dead..., raws sent to the default
+--          queue because no queue could be read in them...}
 if redis.replicate_commands then
   pcall(redis.replicate_commands)
 end
@@ -30,11 +31,11 @@ end
 local recovering = ARGV[6] ~= ""
 if recovering then
   if redis.call("EXISTS", KEYS[2]) == 1 then
-    return {-1, 0, 0}
+    return {-1, 0, 0, 0}
   end
   local last = tonumber(redis.call("HGET", KEYS[3], ARGV[5]) or "")
   if last and redis_now() - last <= tonumber(ARGV[6]) then
-    return {-1, 0, 0}
+    return {-1, 0, 0, 0}
   end
 end
 
@@ -55,7 +56,7 @@ end
 
 local clock = redis_now()
 local moved, failed = 0, 0
-local kept, unlisted, unlisted_seen, buried = {}, {}, {}, {}
+local kept, unlisted, unlisted_seen, buried, unnamed = {}, {}, {}, {}, {}
 local n = redis.call("LLEN", KEYS[1])
 for _ = 1, n do
   local raw = redis.call("LINDEX", KEYS[1], 0)
@@ -102,10 +103,13 @@ for _ = 1, n do
       end
     end
     if not parked then
-      local done, result = pcall(requeue_job, raw, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+      local done, result, named = pcall(requeue_job, raw, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
       written = done
       if done then
         queue = result
+        if not named then
+          unnamed[#unnamed + 1] = raw
+        end
       end
     end
     if written and queue and not unlisted_seen[queue] then
@@ -133,11 +137,10 @@ for _, raw in ipairs(kept) do
   redis.call("RPUSH", KEYS[1], raw)
 end
 
-local result = {moved, failed, #unlisted}
-for _, queue in ipairs(unlisted) do
-  result[#result + 1] = queue
-end
-for _, raw in ipairs(buried) do
-  result[#result + 1] = raw
+local result = {moved, failed, #unlisted, #buried}
+for _, list in ipairs({unlisted, buried, unnamed}) do
+  for _, item in ipairs(list) do
+    result[#result + 1] = item
+  end
 end
 return result

@@ -18,19 +18,18 @@ locks alive), and settlements that failed and wait to be retried.
 
 from __future__ import annotations
 
-import copy
 import logging
 import queue
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any
 
 import redis
 
-from cogworker import failure, locks, redis_errors, registry, wire
+from cogworker import failure, keys, locks, redis_errors, wire
 from cogworker.config import Config
+from cogworker.failure import Rejection
 from cogworker.fetch import Fetch, UnsupportedError, Work
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import ReliableFetch, jid_of, supported
@@ -238,7 +237,7 @@ class Manager:
         works = self._retrieve(len(idle) + ahead, wait=bool(idle))
         if self._quiet.is_set():
             for work in works:  # quieted or stopping while we waited: don't start them
-                self._give_back(work)
+                self.give_back(work)
             return
         if ahead and len(works) <= len(idle):
             self._taking_ahead = False  # the queues ran dry: nothing to take ahead
@@ -290,7 +289,7 @@ class Manager:
         if work is None:
             return
         self._taking_ahead = False
-        self._give_back(work)
+        self.give_back(work)
         self.job_finished(work.raw)
 
     def _retrieve(self, wanted: int, *, wait: bool = True) -> list[Work]:
@@ -310,12 +309,22 @@ class Manager:
         redis_errors.reporter.recovered("Fetch")
         return works
 
-    def _give_back(self, work: Work) -> None:
+    def give_back(self, work: Work) -> None:
+        """Put a job that did not run back on its queue. A payload that is not a job goes to
+        dead instead: handed back, it would only come back."""
+        parsed = failure.parse_job(work.raw)
+        if isinstance(parsed, Rejection):
+            from cogworker.worker import recovery
+
+            recovery.bury_unparseable(self, work, parsed)
+            return
         try:
             self.fetch().give_back(work)
         except redis.RedisError as error:
             logger.error(
-                "couldn't hand back jid=%s (left in progress): %s", jid_of(work.raw), error
+                "couldn't hand back jid=%s (left in progress; a later reconcile requeues it): %s",
+                jid_of(work.raw),
+                error,
             )
 
     # -- in-memory records -------------------------------------------------------------------
@@ -385,22 +394,21 @@ class Manager:
             return dict(self._pending)
 
     def remember_for_dead(self, raw: str, error: BaseException) -> None:
-        """The minimal dead entry reconcile will file for a job whose interrupt failed."""
-        job, _, _ = failure.parse_job(raw)
-        entry: Payload = (
-            dict(job)
-            if job is not None
-            else {"raw_payload": failure.scrub(raw, failure.MAX_RAW_PAYLOAD)}
-        )
-        entry.update(
-            {
-                "jid": jid_of(raw) if job is not None else wire.new_jid(),
-                "error_class": failure.error_class_name(error),
-                "error_message": failure.error_message(error),
-                "failed_at": wire.now(),
-            }
-        )
-        self.settle_later(raw, ("cogworker:dead", wire.now(), wire.dumps(entry)))
+        """The minimal dead entry reconcile will file for a job whose interrupt failed: the
+        payload with the error's fields, or, when that can't be encoded (it is what failed),
+        the unparseable wrapper of the raw payload with them."""
+        parsed = failure.parse_job(raw)
+        error_class, message = failure.error_class_name(error), failure.error_message(error)
+        fields = {"error_class": error_class, "error_message": message, "failed_at": wire.now()}
+        try:
+            if isinstance(parsed, Rejection):
+                raise TypeError(parsed.message)
+            encoded = wire.dumps({**parsed, **fields})
+        except (ValueError, TypeError, RecursionError):
+            jid = jid_of(raw)
+            rejection = Rejection(error_class, message, None if jid == "?" else jid)
+            encoded = wire.dumps(failure.unparseable_job(raw, None, rejection))
+        self.settle_later(raw, (keys.DEAD, wire.now(), encoded))
 
     # -- settling helpers used by processors -------------------------------------------------
 
@@ -428,24 +436,4 @@ class Manager:
         self.job_finished(raw)
 
     def run_death_hooks(self, entry: Payload, error: BaseException) -> None:
-        """The job class's ``retries_exhausted``, then each ``config.death_handlers``, isolated."""
-        hooks: list[tuple[str, Any]] = []
-        try:
-            job_class = registry.resolve(str(entry.get("class")))
-            hook = getattr(job_class, "retries_exhausted", None)
-            if hook is not None:
-                hooks.append(("retries_exhausted", hook))
-        except registry.UnknownJobError:
-            pass
-        hooks.extend(("death handler", handler) for handler in self.config.death_handlers)
-        for label, hook in hooks:
-            try:
-                failure.call_trimmed(hook, copy.deepcopy(entry), error)
-            except BaseException as hook_error:
-                logger.error(
-                    "%s failed for jid=%s: %s: %s",
-                    label,
-                    entry.get("jid"),
-                    type(hook_error).__name__,
-                    hook_error,
-                )
+        failure.run_death_hooks(self.config.death_handlers, entry, error)

@@ -8,6 +8,7 @@ a fixed delay, or remembered and settled later. Never put back on its queue.
 
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import secrets
@@ -18,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from cogworker import execute, failure, keys, locks, redis_errors, status, wire
-from cogworker.failure import Decision
+from cogworker import execute, failure, keys, locks, logs, redis_errors, status, wire
+from cogworker.failure import Decision, Rejection
 from cogworker.fetch import Work
 from cogworker.fetch.reliable import jid_of
 from cogworker.job import Job
 from cogworker.wire import Payload
+from cogworker.worker import recovery
 
 if TYPE_CHECKING:
     import asyncio
@@ -39,17 +41,42 @@ ATTEMPTS_KEPT = 25
 ATTEMPTS_TTL = 30 * 86400
 
 
+class Disposition(enum.Enum):
+    """What settling does with a job once processing it ended."""
+
+    ACK = "acknowledge"  # it ran, and any failure is filed (or discarded)
+    GIVE_BACK = "give back"  # it never ran: back to its queue
+    INTERRUPT = "interrupt"  # it ran and failed, and filing the failure failed
+    DONE = "done"  # nothing is left to do (a payload that is not a job went to dead)
+
+
+_WHAT_NEXT = {
+    Disposition.ACK: "it is acknowledged",
+    Disposition.GIVE_BACK: "it goes back to its queue",
+    Disposition.INTERRUPT: "its failure is filed with a fixed delay",
+    Disposition.DONE: "nothing more is done with it",
+}
+
+
 @dataclass
 class _Run:
     """What happened to the job being processed (read by the settling step)."""
 
     job: Payload | None = None
-    ran: str | None = None  # "ack" or "interrupt" once perform has returned or raised
+    started: bool = False  # listed as performing (the heartbeat keeps its cron lock alive)
+    ran: Disposition | None = None  # ACK or INTERRUPT once perform has returned or raised
     performed: bool = False
     filed: bool = False  # the failure is written (or discarded): only an ack is left to do
     error: BaseException | None = None
+    filing_error: BaseException | None = None  # why the failure couldn't be filed normally
     decision: Decision | None = None
     death: tuple[Payload, BaseException] | None = None
+
+
+def _summary(error: BaseException | None) -> str:
+    if error is None:
+        return "unknown error"
+    return f"{type(error).__name__}: {failure.error_message(error)}"
 
 
 class Processor:
@@ -87,61 +114,80 @@ class Processor:
     def process(self, work: Work) -> None:
         manager = self.manager
         if manager.stopping.is_set():
-            self._give_back(work)  # never start a job once shutdown began
+            manager.give_back(work)  # never start a job once shutdown began
             manager.job_finished(work.raw)
             return
         run = _Run()
-        manager.job_starting(work.raw)
         self.busy = True
         manager.change_busy(1)
-        disposition = "give_back"
+        disposition = Disposition.GIVE_BACK
         try:
             disposition = self._execute(work, run)
         except BaseException as error:
-            logger.error("processing jid=%s failed unexpectedly", jid_of(work.raw), exc_info=error)
-            disposition = "ack" if run.filed else (run.ran or "give_back")
+            disposition = Disposition.ACK if run.filed else (run.ran or Disposition.GIVE_BACK)
+            if disposition is Disposition.INTERRUPT:
+                run.filing_error = run.filing_error or error
+            logger.error(
+                "processing jid=%s failed unexpectedly (%s); %s",
+                jid_of(work.raw),
+                _summary(error),
+                _WHAT_NEXT[disposition],
+                exc_info=error,
+            )
         finally:
             self.busy = False
             manager.change_busy(-1)
-            if not run.performed:
+            if run.started and not run.performed:
                 manager.job_performed(work.raw)
         self._settle(work, run, disposition)
 
-    def _execute(self, work: Work, run: _Run) -> str:
-        job, error_class, message = failure.parse_job(work.raw)
-        if job is None:
-            self._bury_unparseable(work, error_class, message)
-            return "done"
-        run.job = job
+    def _execute(self, work: Work, run: _Run) -> Disposition:
+        parsed = failure.parse_job(work.raw)
+        if isinstance(parsed, Rejection):
+            recovery.bury_unparseable(self.manager, work, parsed)
+            return Disposition.DONE
+        job = run.job = parsed
+        self.manager.job_starting(work.raw)
+        run.started = True
         bookkeeper = self.manager.bookkeeper
         bookkeeper.register(self.tid, self._workers_entry(work))
         counts = {"processed": 0, "failed": 0}
         try:
-            logger.info("start: %s jid=%s", job.get("class"), job.get("jid"))
+            logger.info("start: %s jid=%s", job["class"], job["jid"])
             started = time.monotonic()
             error = self._run_job(job, work.queue, run, work.raw)
-            run.ran = "interrupt" if error is not None else "ack"
+            run.ran = Disposition.INTERRUPT if error is not None else Disposition.ACK
             run.error = error
             if error is None:
                 counts["processed"] = 1
                 logger.info(
-                    "done: %s jid=%s in %.3fs",
-                    job.get("class"),
-                    job.get("jid"),
-                    time.monotonic() - started,
+                    "done: %s jid=%s in %.3fs", job["class"], job["jid"], time.monotonic() - started
                 )
-                return "ack"
+                return Disposition.ACK
             counts["failed"] = 1
-            logger.warning(
-                "fail: %s jid=%s: %s: %s",
-                job.get("class"),
-                job.get("jid"),
-                failure.error_class_name(error),
-                failure.error_message(error),
-            )
-            return "ack" if self._route_failure(job, error, run) else "interrupt"
+            fate = self._route_failure(job, error, run)
+            if fate is None:
+                return Disposition.INTERRUPT  # logged once the interrupt decided what happens
+            self._log_failure(work, run, logging.WARNING, fate)
+            return Disposition.ACK
         finally:
             bookkeeper.finished(self.tid, **counts)
+
+    def _log_failure(self, work: Work, run: _Run, level: int, fate: str) -> None:
+        """The one line of a failed run: the error, what it led to, then its traceback."""
+        error = run.error or RuntimeError("unknown failure")
+        job = run.job or {}
+        logger.log(
+            level,
+            "fail: %s jid=%s: %s: %s; %s",
+            job.get("class"),
+            job.get("jid") or jid_of(work.raw),
+            failure.error_class_name(error),
+            failure.error_message(error),
+            fate,
+            exc_info=error,
+            extra=logs.USER_TRACEBACK,
+        )
 
     def _workers_entry(self, work: Work) -> str:
         # the payload is embedded as stored (it is a JSON object: parse_job checked)
@@ -184,8 +230,9 @@ class Processor:
 
     # -- failures ----------------------------------------------------------------------------
 
-    def _route_failure(self, job: Payload, error: BaseException, run: _Run) -> bool:
-        """File the failed job into retry or dead; False if that write failed."""
+    def _route_failure(self, job: Payload, error: BaseException, run: _Run) -> str | None:
+        """File the failed job into retry or dead. Returns what that led to, for the log line,
+        or None if the write failed (``run.filing_error`` says why)."""
         decided_late = run.decision is None
         decision = run.decision
         if decision is None:
@@ -198,12 +245,14 @@ class Processor:
         run.decision = decision
         job.pop("failure_outcome", None)
         count = failure.retry_count(job) + 1
+        budget = wire.max_retries(job)
         now = wire.now()
         job["error_class"] = failure.error_class_name(error)
         job["error_message"] = failure.error_message(error)
         job.setdefault("failed_at", now)
         job["retry_count"] = count
         client = self.manager.client
+        delay: float | None = None
         if decision.outcome != "discard":
             delay = decision.delay if decision.delay is not None else failure.default_backoff(count)
             target = keys.RETRY if decision.outcome == "retry" else keys.DEAD
@@ -211,26 +260,22 @@ class Processor:
             try:
                 payload = wire.dumps(job)
                 client.zadd(target, {payload: score})
-            except (ValueError, TypeError, redis.RedisError) as write_error:
-                logger.error(
-                    "couldn't record failure of jid=%s: %s: %s",
-                    job.get("jid"),
-                    type(write_error).__name__,
-                    write_error,
-                )
-                return False
+            except (ValueError, TypeError, RecursionError, redis.RedisError) as write_error:
+                run.filing_error = write_error
+                return None
             run.filed = True
             if decision.outcome == "retry":
                 locks.extend_for_retry(self.manager.config, client, job, delay)
             else:
-                run.death = (wire.loads(payload), error)
+                stored = failure.parse_object(payload)
+                run.death = (job if isinstance(stored, Rejection) else stored, error)
         run.filed = True  # from here on (discard included) the job must only be acked
         if decision.cut_short or (decided_late and decision.outcome != "retry"):
             locks.release(client, job)
         if decision.cut_short and decided_late:  # the status middleware saw a retry coming
             status.mark_failed(self.manager.config, job, error)
         self._record_attempt(job, count, decision.attempt_outcome)
-        return True
+        return failure.fate_text(decision, count, budget, delay)
 
     def _job_class(self, job: Payload) -> type[Job] | None:
         from cogworker import registry
@@ -267,7 +312,8 @@ class Processor:
         """Recording the failure failed: file the original payload with a fixed delay."""
         manager = self.manager
         error = run.error or RuntimeError("unknown failure")
-        jid = jid_of(work.raw)
+        why = f"couldn't file it ({_summary(run.filing_error)})"
+        later = "into dead"
         try:
             payload = wire.loads(work.raw)
             count = int(payload.get("interrupted_count") or 0) + 1
@@ -282,18 +328,23 @@ class Processor:
                 }
             )
             cut_short = run.decision is not None and run.decision.cut_short
-            out_of_retries = attempt > wire.max_retries(payload) or cut_short
+            budget = wire.max_retries(payload)
+            out_of_retries = attempt > budget or cut_short
             if out_of_retries or count > MAX_INTERRUPTS:
                 target, score, delay = keys.DEAD, wire.now(), 0
-                reason = (
-                    "moved to dead: no retries left"
+                fate = (
+                    "dead instead (no retries left)"
                     if out_of_retries
-                    else f"moved to dead: interrupted more than {MAX_INTERRUPTS} times"
+                    else f"dead instead (interrupted more than {MAX_INTERRUPTS} times)"
                 )
             else:
                 delay = INTERRUPT_DELAY * count
                 target, score = keys.RETRY, wire.now() + delay
-                reason = f"retrying in {delay}s (interruption {count} of at most {MAX_INTERRUPTS})"
+                fate = (
+                    f"retry {attempt}/{budget} in {delay}s instead "
+                    f"(interruption {count} of at most {MAX_INTERRUPTS})"
+                )
+            later = "into retry" if target == keys.RETRY else later
             encoded = wire.dumps(payload)
             try:
                 written = manager.fetch().interrupt(work, target, score, encoded)
@@ -306,61 +357,35 @@ class Processor:
                 locks.release(manager.client, payload)
                 if written:
                     run.death = (payload, error)
-            logger.error(
-                "couldn't record the failure of jid=%s (%s); %s",
-                jid,
-                failure.error_class_name(error),
-                reason,
-            )
+            self._log_failure(work, run, logging.ERROR, f"{why}: {fate}")
         except Exception as interrupt_error:
             if not manager.is_pending(work.raw):
                 manager.remember_for_dead(work.raw, error)
-            logger.error(
-                "couldn't record or interrupt jid=%s (left in progress): %s", jid, interrupt_error
+                later = "into dead"
+            self._log_failure(
+                work,
+                run,
+                logging.ERROR,
+                f"{why} nor interrupt it ({_summary(interrupt_error)}): left in progress, "
+                f"filed {later} by the next reconcile (or handed over at shutdown)",
             )
-
-    def _bury_unparseable(self, work: Work, error_class: str, message: str) -> None:
-        wrapper = failure.unparseable_job(work.raw, work.queue, error_class, message)
-        filing = (keys.DEAD, float(wrapper["failed_at"]), wire.dumps(wrapper))
-        try:
-            self.manager.fetch().interrupt(work, *filing)
-        except redis.RedisError as error:
-            # giving it back would fetch it again at once, in a loop: it stays in progress
-            # and is filed later (reconcile, or another process after shutdown)
-            self.manager.settle_later(work.raw, filing)
-            logger.error(
-                "unparseable job on queue %s couldn't be moved to dead yet (will retry): %s",
-                work.queue,
-                error,
-            )
-            return
-        self.manager.bookkeeper.count(failed=1)
-        logger.error("unparseable job on queue %s moved to dead: %s", work.queue, message)
 
     # -- settling ----------------------------------------------------------------------------
 
-    def _settle(self, work: Work, run: _Run, disposition: str) -> None:
+    def _settle(self, work: Work, run: _Run, disposition: Disposition) -> None:
         manager = self.manager
-        if disposition == "ack" and run.death is None:
+        if disposition is Disposition.ACK and run.death is None:
             manager.bookkeeper.acknowledge(work)  # job_finished once it is sent
             return
         manager.bookkeeper.wake()  # send this job's deregistration and counts
         try:
-            if disposition == "ack":
+            if disposition is Disposition.ACK:
                 manager.acknowledge_now(work)  # death hooks run only after the ack
-            elif disposition == "give_back":
-                self._give_back(work)
-            elif disposition == "interrupt":
+            elif disposition is Disposition.GIVE_BACK:
+                manager.give_back(work)
+            elif disposition is Disposition.INTERRUPT:
                 self._interrupt(work, run)
         finally:
             manager.job_finished(work.raw)
         if run.death is not None:
             manager.run_death_hooks(*run.death)
-
-    def _give_back(self, work: Work) -> None:
-        try:
-            self.manager.fetch().give_back(work)
-        except redis.RedisError as error:
-            logger.error(
-                "couldn't hand back jid=%s (left in progress): %s", jid_of(work.raw), error
-            )

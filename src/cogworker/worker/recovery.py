@@ -7,6 +7,9 @@
 * Unsettled records left by a process that stopped, and raw dead entries, are filed properly.
 * Reconcile (our own list): settle what we failed to settle earlier, and requeue strays (listed
   but not running here) once they have been seen on two checks in a row.
+* A payload that is not a job is never put back on a queue to come back again: wherever it is
+  found (fetched, handed back, a stray, sent to the default queue by a requeue because no queue
+  could be read in it) it is filed into dead at once as an ``(unparseable)`` wrapper.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from cogworker import failure, keys, locks, redis_errors, scripts, wire
+from cogworker.failure import Rejection
 from cogworker.fetch import Work
 from cogworker.fetch import reliable as reliable_fetch
 from cogworker.fetch.reliable import jid_of
@@ -38,7 +42,9 @@ BURY_ORPHAN = scripts.load(_FETCH_DIR, "bury_orphan")
 QUARANTINE_RECORD = scripts.load(_FETCH_DIR, "quarantine_record")
 
 QUARANTINE_TTL = 30 * 86400
+THROUGHPUT_TTL = 90_000
 UNSETTLED_TARGETS = (keys.RETRY, keys.DEAD, keys.SCHEDULE)
+DEFAULT_QUEUE = "default"  # where a requeue sends a payload in which no queue can be read
 
 
 class JobFailedError(RuntimeError):
@@ -147,12 +153,12 @@ def _process_died(job: Payload, max_orphanings: int) -> Payload:
 
 
 def _orphan_entry(raw: str, manager: Manager) -> tuple[Payload, bool]:
-    job, error_class, _message = failure.parse_job(raw)
-    readable = job is not None
+    parsed = failure.parse_job(raw)
+    readable = not isinstance(parsed, Rejection)
     base = (
-        job
-        if job is not None
-        else failure.unparseable_job(raw, None, error_class or "json.JSONDecodeError", "unreadable")
+        failure.unparseable_job(raw, None, Rejection(parsed.error_class, "unreadable", parsed.jid))
+        if isinstance(parsed, Rejection)
+        else parsed
     )
     return _process_died(base, manager.config.max_orphanings), readable
 
@@ -195,16 +201,21 @@ def _orphaned(manager: Manager) -> JobOrphanedError:
 
 def _buried_as_dead(manager: Manager, entry: Payload) -> None:
     """Bookkeeping for a job filed into dead outside a processor (each step best-effort)."""
-    client = manager.client
-    locks.release(client, entry)
+    locks.release(manager.client, entry)
+    jid = entry.get("jid")
+    _count_burial(manager.client, jid if isinstance(jid, str) else None)
+
+
+def _count_burial(client: redis.Redis, jid: str | None) -> None:
+    """Count one burial as failed, and forget the orphan counter of ``jid``: each on its own,
+    best-effort."""
     bucket = keys.throughput(int(time.time()) // 3600)
     writes: list[tuple[str, ...]] = [
         ("INCR", keys.STATS_FAILED),
         ("HINCRBY", bucket, "failed", "1"),
-        ("EXPIRE", bucket, "90000"),
+        ("EXPIRE", bucket, str(THROUGHPUT_TTL)),
     ]
-    jid = entry.get("jid")
-    if isinstance(jid, str):
+    if jid is not None:
         writes.append(("DEL", keys.orphanings(jid)))
     for command in writes:
         try:
@@ -214,11 +225,8 @@ def _buried_as_dead(manager: Manager, entry: Payload) -> None:
 
 
 def _valid_record(raw: str) -> tuple[str, float, str] | None:
-    try:
-        record = wire.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(record, dict):
+    record = failure.parse_object(raw)
+    if isinstance(record, Rejection):
         return None
     target, score, payload = record.get("set"), record.get("score"), record.get("payload")
     if target not in UNSETTLED_TARGETS or not isinstance(payload, str):
@@ -240,14 +248,22 @@ def file_unsettled(manager: Manager) -> int:
                 logger.error("unusable unsettled record quarantined: %s", raw[:200])
             continue
         target, score, payload = record
-        job, _, _ = failure.parse_job(payload)
         counter = keys.orphanings(jid_of(payload))
         if FILE_UNSETTLED(client, [keys.UNSETTLED, counter, target], [raw, score, payload]):
             filed += 1
-            if target == keys.DEAD and job is not None:
-                locks.release(client, job)
-                manager.run_death_hooks(job, JobFailedError(str(job.get("error_message"))))
+            if target == keys.DEAD:
+                _filed_as_dead(manager, payload)
     return filed
+
+
+def _filed_as_dead(manager: Manager, payload: str) -> None:
+    """After a stored failure was filed into dead: free its locks and run its death hooks,
+    if it is a job (an unparseable wrapper gets neither)."""
+    job = failure.parse_job(payload)
+    if isinstance(job, Rejection) or job.get("class") == "(unparseable)":
+        return
+    locks.release(manager.client, job)
+    manager.run_death_hooks(job, JobFailedError(str(job.get("error_message"))))
 
 
 def settle_pending(manager: Manager) -> None:
@@ -262,11 +278,8 @@ def settle_pending(manager: Manager) -> None:
             target, score, payload = how
             written = fetch.interrupt(reliable_work(raw), target, score, payload)
             manager.settled(raw)
-            job, _, _ = failure.parse_job(payload)
-            if written and target == keys.DEAD and job is not None:
-                locks.release(manager.client, job)
-                if job.get("class") != "(unparseable)":  # no hooks for unreadable payloads
-                    manager.run_death_hooks(job, JobFailedError(str(job.get("error_message"))))
+            if written and target == keys.DEAD:
+                _filed_as_dead(manager, payload)
         except Exception as error:  # one entry must not stop the others
             logger.error("still couldn't settle jid=%s: %s", jid_of(raw), error)
 
@@ -311,6 +324,70 @@ def reconcile(manager: Manager, previous_strays: set[str]) -> set[str]:
     strays -= pending.keys()
     fetch = manager.fetch()
     for raw in strays & previous_strays:
+        parsed = failure.parse_job(raw)
+        if isinstance(parsed, Rejection):
+            bury_unparseable(manager, reliable_work(raw), parsed)
+            continue
         fetch.give_back(reliable_work(raw))
         logger.warning("requeued stray in-progress job jid=%s", jid_of(raw))
     return strays - previous_strays
+
+
+def bury_unparseable(manager: Manager, work: Work, rejection: Rejection) -> None:
+    """File a payload of this process's that is not a job into dead at once, wrapped, counted
+    as failed, with no death hooks. If that write fails it stays in progress (handing it back
+    would fetch it again at once, in a loop) and reconcile files it later."""
+    wrapper = failure.unparseable_job(work.raw, work.queue or None, rejection)
+    filing = (keys.DEAD, float(wrapper["failed_at"]), wire.dumps(wrapper))
+    where = f"on queue {work.queue}" if work.queue else "in progress"
+    try:
+        written = manager.fetch().interrupt(work, *filing)
+    except redis.RedisError as error:
+        manager.settle_later(work.raw, filing)
+        manager.bookkeeper.count(failed=1)
+        logger.error(
+            "unparseable payload %s (%s: %s) couldn't be moved to dead yet (%s); it stays in "
+            "progress and the next reconcile files it",
+            where,
+            rejection.error_class,
+            rejection.message,
+            error,
+        )
+        return
+    if written:
+        manager.bookkeeper.count(failed=1)
+        logger.error(
+            "unparseable payload %s moved to dead as jid=%s: %s: %s",
+            where,
+            wrapper["jid"],
+            rejection.error_class,
+            rejection.message,
+        )
+
+
+def bury_unnamed_requeues(client: redis.Redis, raws: list[str]) -> None:
+    """A requeue sent these payloads to the default queue because no queue could be read in
+    them: move the ones that are not jobs on to dead now (nobody may read that queue). A job
+    (one whose queue only cjson couldn't read) stays there and runs."""
+    for raw in raws:
+        rejection = failure.parse_job(raw)
+        if not isinstance(rejection, Rejection):
+            continue
+        wrapper = failure.unparseable_job(raw, DEFAULT_QUEUE, rejection)
+        jid = jid_of(raw)
+        script_keys = [keys.queue(DEFAULT_QUEUE), keys.DEAD, keys.orphanings(jid)]
+        try:
+            moved = reliable_fetch.INTERRUPT(
+                client, script_keys, [raw, wrapper["failed_at"], wire.dumps(wrapper)]
+            )
+        except redis.RedisError as error:  # it waits on the default queue to be buried there
+            redis_errors.reporter.report("Burying an unparseable payload", error)
+            continue
+        if moved:
+            _count_burial(client, None if jid == "?" else jid)
+            logger.error(
+                "unparseable payload left in progress moved to dead as jid=%s: %s: %s",
+                wrapper["jid"],
+                rejection.error_class,
+                rejection.message,
+            )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from cogworker import failure, keys, redis_errors, scripts, wire
+from cogworker.failure import Rejection
 from cogworker.worker import key_guard, recovery
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ logger = logging.getLogger("cogworker")
 BATCH = 50
 DEFER_DELAY = 60
 RETRY_AFTER_LOST_CONNECTION = 5.0
+THROUGHPUT_TTL = 90_000
 SETS = (keys.SCHEDULE, keys.RETRY)
 
 GRADUATE = scripts.load(__file__, "graduate")
@@ -34,16 +36,24 @@ BURY_ENTRY = scripts.load(__file__, "bury_entry")
 
 
 def graduate_due(client: redis.Redis, source: str, now: float | None = None) -> int:
-    """Move due entries of ``source`` onto their queues; returns how many moved."""
+    """Move due entries of ``source`` onto their queues; returns how many moved.
+
+    An entry that is not a job is buried into dead; one that can't be moved now is deferred a
+    minute (never removed, never lost); neither holds up the entries behind it.
+    """
     moment = wire.now() if now is None else now
     moved = 0
     entries = client.zrangebyscore(source, "-inf", moment, start=0, num=BATCH)
     for entry in [str(member) for member in entries]:
         try:
             moved += _graduate_one(client, source, entry)
-        except redis.RedisError as error:
+        except Exception as error:
             logger.error(
-                "Graduating an entry of %s failed (deferred %ds): %s", source, DEFER_DELAY, error
+                "Graduating an entry of %s failed (deferred %ds): %s: %s",
+                source,
+                DEFER_DELAY,
+                type(error).__name__,
+                error,
             )
             try:
                 client.zadd(source, {entry: wire.now() + DEFER_DELAY}, xx=True)
@@ -56,29 +66,48 @@ def claim_and_requeue(client: redis.Redis, source: str, entry: str) -> str:
     """Move one entry of a sorted set onto the head of its queue, ``enqueued_at`` re-stamped.
 
     Returns ``"requeued"``, ``"gone"`` (another process took it first) or ``"invalid"`` (not a
-    JSON object with a queue: left where it is). Shared by the poller and the API's retry.
+    job, e.g. no queue: left where it is). Shared by the poller and the API's retry.
     """
-    job, _, _ = failure.parse_job(entry)
-    queue = job.get("queue") if job is not None else None
-    if job is None or not isinstance(queue, str) or not queue:
+    requeue = _requeueable(entry, source)
+    if isinstance(requeue, Rejection):
         return "invalid"
-    job["enqueued_at"] = wire.now()
-    moved = GRADUATE(
-        client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, wire.dumps(job)]
-    )
+    queue, payload = requeue
+    moved = GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, payload])
     return "requeued" if moved else "gone"
 
 
+def _requeueable(entry: str, source: str) -> tuple[str, str] | Rejection:
+    """``(queue, payload to push)`` for an entry that is a job, else why it is not one."""
+    job = failure.parse_object(entry)
+    not_a_job = f"not a job (JSON object with a queue) in {source}"
+    if isinstance(job, Rejection):
+        if job.undecodable:
+            return Rejection(job.error_class, f"{job.message} (in {source})")
+        return Rejection("TypeError", not_a_job)
+    queue, jid = job.get("queue"), job.get("jid")
+    if not isinstance(queue, str) or not queue:
+        return Rejection("TypeError", not_a_job, jid if isinstance(jid, str) and jid else None)
+    rejection = failure.check_job(job)
+    if rejection is not None:
+        return Rejection(rejection.error_class, f"{rejection.message} (in {source})", rejection.jid)
+    job["enqueued_at"] = wire.now()
+    try:
+        return queue, wire.dumps(job)
+    except (ValueError, TypeError, RecursionError) as error:
+        return Rejection(type(error).__name__, f"can't be encoded again ({error}) in {source}")
+
+
 def _graduate_one(client: redis.Redis, source: str, entry: str) -> int:
-    outcome = claim_and_requeue(client, source, entry)
-    if outcome == "invalid":
-        _bury(client, source, entry)
-    return 1 if outcome == "requeued" else 0
+    requeue = _requeueable(entry, source)
+    if isinstance(requeue, Rejection):
+        _bury(client, source, entry, requeue)
+        return 0
+    queue, payload = requeue
+    return int(GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, payload]))
 
 
-def _bury(client: redis.Redis, source: str, entry: str) -> None:
-    message = f"not a job (JSON object with a queue) in {source}"
-    wrapper = failure.unparseable_job(entry, None, "TypeError", message)
+def _bury(client: redis.Redis, source: str, entry: str, rejection: Rejection) -> None:
+    wrapper = failure.unparseable_job(entry, None, rejection)
     if BURY_ENTRY(
         client,
         [source, keys.DEAD, keys.STATS_FAILED],
@@ -87,9 +116,16 @@ def _bury(client: redis.Redis, source: str, entry: str) -> None:
         bucket = keys.throughput(int(time.time()) // 3600)
         pipe = client.pipeline(transaction=False)
         pipe.hincrby(bucket, "failed", 1)
-        pipe.expire(bucket, 90_000)
+        pipe.expire(bucket, THROUGHPUT_TTL)
         pipe.execute()
-        logger.error("unparseable entry in %s moved to dead: %s", source, entry[:200])
+        logger.error(
+            "unparseable entry in %s moved to dead as jid=%s: %s: %s: %s",
+            source,
+            wrapper["jid"],
+            rejection.error_class,
+            rejection.message,
+            entry[:200],
+        )
 
 
 class Scheduler:
