@@ -1,14 +1,23 @@
-"""``JobRecord``: one stored job (a queue item or a sorted-set member), read lazily."""
+"""``JobRecord``: one stored job (a queue item or a sorted-set member), read lazily.
+
+Any entry can be wrapped, whatever it holds: one that is not a readable JSON object (invalid
+UTF-8, not JSON, nested too deeply, not an object) reports class ``(unparseable)`` and a
+pseudo-jid derived from its exact bytes, and can still be found, shown and deleted.
+"""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogworker import wire
+from cogworker import failure
+from cogworker.failure import Rejection
 from cogworker.wire import Payload
+
+PSEUDO_JID_PREFIX = "unparseable-"
 
 
 @dataclass(frozen=True)
@@ -18,13 +27,17 @@ class JobRecord:
     raw: str
     score: float | None = None
     item: Payload | None = field(init=False, repr=False, compare=False)
+    problem: str | None = field(init=False, repr=False, compare=False)
+    """Why the entry is not a readable JSON object (``UnicodeDecodeError: ...``), else None."""
 
     def __post_init__(self) -> None:
-        try:
-            parsed = wire.loads(self.raw)
-        except ValueError:
-            parsed = None
-        object.__setattr__(self, "item", parsed if isinstance(parsed, dict) else None)
+        parsed = failure.parse_object(self.raw)
+        if isinstance(parsed, Rejection):
+            object.__setattr__(self, "item", None)
+            object.__setattr__(self, "problem", f"{parsed.error_class}: {parsed.message}")
+        else:
+            object.__setattr__(self, "item", parsed)
+            object.__setattr__(self, "problem", None)
 
     @property
     def readable(self) -> bool:
@@ -35,14 +48,17 @@ class JobRecord:
 
     @property
     def jid(self) -> str:
+        """The job's jid; for an entry without one, ``unparseable-`` and 12 hex digits of the
+        SHA-1 of its stored bytes (the same for the same entry, in every process)."""
         jid = self._get("jid")
         if isinstance(jid, str):
             return jid
-        return "unparseable-" + hashlib.sha1(self.raw.encode("utf-8")).hexdigest()[:12]
+        return PSEUDO_JID_PREFIX + hashlib.sha1(failure.raw_bytes(self.raw)).hexdigest()[:12]
 
     @property
     def job_class(self) -> str:
-        return str(self._get("class")) if self.item is not None else "(unparseable)"
+        job_class = self._get("class")
+        return job_class if isinstance(job_class, str) else "(unparseable)"
 
     @property
     def args(self) -> list[Any]:
@@ -66,16 +82,34 @@ class JobRecord:
             return None
         return f"{error_class}: {self._get('error_message') or ''}"
 
+    @property
+    def raw_text(self) -> str:
+        """``raw`` made safe to print or encode: any invalid byte (and any lone surrogate)
+        replaced by U+FFFD. Equal to ``raw`` for every entry stored as valid UTF-8."""
+        return failure.scrub(self.raw, len(self.raw))
+
+    @property
+    def raw_base64(self) -> str:
+        """The exact stored bytes, base64-encoded (for entries whose ``raw_text`` differs)."""
+        return base64.b64encode(failure.raw_bytes(self.raw)).decode("ascii")
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """Printable fields: ``raw`` is ``raw_text``, plus ``raw_base64`` when that isn't
+        the exact stored text."""
+        shown: dict[str, Any] = {
             "jid": self.jid,
             "class": self.job_class,
             "queue": self.queue,
             "args": self.args,
             "score": self.score,
             "item": self.item,
-            "raw": self.raw,
+            "raw": self.raw_text,
         }
+        if shown["raw"] != self.raw:
+            shown["raw_base64"] = self.raw_base64
+        if self.problem is not None:
+            shown["problem"] = self.problem
+        return shown
 
 
 def paged(page: Callable[[int, int], list[JobRecord]], size: int) -> Iterator[JobRecord]:
@@ -90,6 +124,8 @@ def paged(page: Callable[[int, int], list[JobRecord]], size: int) -> Iterator[Jo
 
 
 def with_jid(records: Iterable[JobRecord], jid: str) -> Iterator[JobRecord]:
-    """The records of job ``jid`` (a cheap substring test before parsing)."""
-    needle = f'"jid":{wire.dumps(jid)}'
+    """The records of job ``jid``. A plain jid is first looked for as text in each entry (a
+    cheap test before the exact one); a pseudo-jid can only be computed, entry by entry."""
+    plain = jid.isascii() and jid.isprintable() and '"' not in jid and "\\" not in jid
+    needle = jid if plain and not jid.startswith(PSEUDO_JID_PREFIX) else ""
     return (record for record in records if needle in record.raw and record.jid == jid)
