@@ -31,6 +31,7 @@ from runtime_support import (
 )
 
 from cogworker import keys, wire
+from cogworker.connection import redacted_url
 from cogworker.redis_server import free_port
 
 JOBS_MODULE = """
@@ -144,13 +145,14 @@ def test_queues_list_pause_resume_clear(r: redis.Redis, redis_url: str) -> None:
     as_json = json.loads(ok(cli(redis_url, "queues", "--json")))
     assert [q["name"] for q in as_json] == ["default", "low", "mail"]
 
-    assert ok(cli(redis_url, "queues", "pause", "low")).strip() == "paused low"
+    on = f"on {redacted_url(redis_url)}"
+    assert ok(cli(redis_url, "queues", "pause", "low")).strip() == f"paused queue low {on}"
     assert r.smembers(keys.PAUSED_QUEUES) == {"low", "mail"}
-    assert ok(cli(redis_url, "queues", "resume", "mail")).strip() == "resumed mail"
+    assert ok(cli(redis_url, "queues", "resume", "mail")).strip() == f"resumed queue mail {on}"
     assert r.smembers(keys.PAUSED_QUEUES) == {"low"}
 
     assert ok(cli(redis_url, "queues", "clear", "default")).strip() == (
-        "cleared default: 3 job(s) deleted"
+        f"cleared queue default {on}: 3 job(s) deleted"
     )
     assert r.exists(keys.queue("default")) == 0
     assert r.smembers(keys.QUEUES) == {"default", "low", "mail"}  # the name stays
@@ -215,15 +217,18 @@ def test_processes_list_quiet_resume_stop_by_identity(
     assert listed["queues"] == ["default"]
     assert abs(listed["last_beat"] - int(r.time()[0])) <= 2
 
-    assert ok(cli(redis_url, "processes", "quiet", identity)).strip() == f"quiet -> {identity}"
+    on = f"on {redacted_url(redis_url)}"
+    assert ok(cli(redis_url, "processes", "quiet", identity)).strip() == f"quiet -> {identity} {on}"
     wait_for(lambda: presence(r, identity, "quiet") == "true")
     assert json.loads(ok(cli(redis_url, "processes", "--json")))[0]["quiet"] is True
     assert "quiet" in ok(cli(redis_url, "processes")).splitlines()[1].split()
 
-    assert ok(cli(redis_url, "processes", "resume", identity)).strip() == f"resume -> {identity}"
+    assert ok(cli(redis_url, "processes", "resume", identity)).strip() == (
+        f"resume -> {identity} {on}"
+    )
     wait_for(lambda: presence(r, identity, "quiet") == "false")
 
-    assert ok(cli(redis_url, "processes", "stop", identity)).strip() == f"stop -> {identity}"
+    assert ok(cli(redis_url, "processes", "stop", identity)).strip() == f"stop -> {identity} {on}"
     assert worker.wait(20) == 0
     assert json.loads(ok(cli(redis_url, "processes", "--json"))) == []
 
@@ -240,8 +245,9 @@ def test_processes_all_reaches_every_live_process(
 
     out = ok(cli(redis_url, "processes", "quiet", "--all")).splitlines()
 
+    on = f"on {redacted_url(redis_url)}"
     assert sorted(out) == sorted(
-        [f"quiet -> {identity}", f"quiet -> {deaf} (not listening: command lost)"]
+        [f"quiet -> {identity} {on}", f"quiet -> {deaf} {on} (not listening: command lost)"]
     )
     wait_for(lambda: presence(r, identity, "quiet") == "true")
 
@@ -307,7 +313,10 @@ def test_dead_retry_by_jid_requeues_every_entry(r: redis.Redis, redis_url: str) 
 
     out = ok(cli(redis_url, "dead", "retry", jid)).strip()
 
-    assert out == "2 requeued, 0 not requeueable, 0 already gone"
+    assert out == (
+        f"retried dead job {jid} on {redacted_url(redis_url)}: "
+        "2 requeued, 0 not requeueable, 0 already gone"
+    )
     assert r.zrange(keys.DEAD, 0, -1) == [other]
     requeued = [json.loads(raw) for raw in r.lrange(keys.queue("mail"), 0, -1)]
     assert sorted(job["retry_count"] for job in requeued) == [1, 2]
@@ -322,7 +331,7 @@ def test_dead_retry_counts_entries_that_cannot_be_requeued(r: redis.Redis, redis
 
     out = ok(cli(redis_url, "dead", "retry", jid)).strip()
 
-    assert out == "1 requeued, 1 not requeueable, 0 already gone"
+    assert out.endswith(": 1 requeued, 1 not requeueable, 0 already gone")
     assert r.zrange(keys.DEAD, 0, -1) == [queueless]
     assert r.llen(keys.queue("default")) == 1
 
@@ -330,7 +339,9 @@ def test_dead_retry_counts_entries_that_cannot_be_requeued(r: redis.Redis, redis
 def test_dead_delete_by_jid_deletes_every_entry(r: redis.Redis, redis_url: str) -> None:
     jid, _, other = seed_dead(r)
 
-    assert ok(cli(redis_url, "dead", "delete", jid)).strip() == "2 deleted"
+    assert ok(cli(redis_url, "dead", "delete", jid)).strip() == (
+        f"deleted dead job {jid} on {redacted_url(redis_url)} (2 entries)"
+    )
 
     assert r.zrange(keys.DEAD, 0, -1) == [other]
     assert r.exists(keys.job_attempts(jid)) == 0

@@ -6,7 +6,7 @@ every process in the fleet, Ruby ones included.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
@@ -28,44 +28,93 @@ class PublishedEntry:
     disabled: bool
     last_slot: int | None
     next_run: float | None  # None when the cron can't be read here
+    running: str | None = None  # the jid holding the entry's running lock, if any
+    running_ttl: int | None = None
+    problem: str | None = None  # why the published value can't be read, if it can't
 
     @classmethod
     def parse(
         cls, pjid: str, raw: str, disabled: bool, last_slot: str | None, now: float
     ) -> PublishedEntry:
-        value = wire.loads(raw)
+        """The entry published as ``raw``; one that isn't a readable JSON object comes back
+        with class ``(unparseable)`` and its ``problem`` set, never as an exception."""
+        problem: str | None
+        try:
+            value = wire.loads(raw)
+        except (ValueError, RecursionError) as error:
+            value, problem = {}, f"not JSON: {error}"
+        else:
+            problem = None if isinstance(value, dict) else "not a JSON object"
+        if not isinstance(value, dict):
+            value = {}
         cron = str(value.get("cron", ""))
         try:
             next_run: float | None = Schedule(cron).next_after(now)
         except CronError:
             next_run = None
+        args = value.get("args")
         return cls(
             pjid=pjid,
             cron=cron,
-            job=str(value.get("class", "")),
-            args=list(value.get("args") or []),
+            job=str(value.get("class", "")) if problem is None else "(unparseable)",
+            args=args if isinstance(args, list) else [],
             retry=value.get("retry", 0),
-            unique=value.get("unique"),
+            unique=unique if isinstance(unique := value.get("unique"), str) else None,
             queue=str(value.get("queue") or "default"),
             disabled=disabled,
             last_slot=int(last_slot) if last_slot and last_slot.lstrip("-").isdigit() else None,
             next_run=next_run,
+            problem=problem,
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pjid": self.pjid,
+            "cron": self.cron,
+            "class": self.job,
+            "args": self.args,
+            "retry": self.retry,
+            "unique": self.unique,
+            "queue": self.queue,
+            "disabled": self.disabled,
+            "last_run": self.last_slot,
+            "next_run": self.next_run,
+            "running": self.running,
+            "running_ttl": self.running_ttl,
+            "problem": self.problem,
+        }
 
 
 def entries(client: redis.Redis) -> list[PublishedEntry]:
-    """Every published entry with its state, in cron order."""
+    """Every published entry with its state (last and next run, disabled, the run holding
+    its running lock), in cron order; two round trips whatever the number of entries."""
     published = {str(k): str(v) for k, v in client.hgetall(keys.PERIODIC_SCHEDULE).items()}
     if not published:
         return []
-    disabled = {str(pjid) for pjid in client.smembers(keys.PERIODIC_DISABLED)}
     pjids = sorted(published)
-    slots = client.mget([keys.periodic_last_slot(pjid) for pjid in pjids])
+    pipe = client.pipeline(transaction=False)
+    pipe.smembers(keys.PERIODIC_DISABLED)
+    pipe.mget([keys.periodic_last_slot(pjid) for pjid in pjids])
+    for pjid in pjids:
+        pipe.get(keys.periodic_running(pjid))
+        pipe.ttl(keys.periodic_running(pjid))
+    disabled_set, slots, *locks = pipe.execute(raise_on_error=False)
+    disabled = set() if isinstance(disabled_set, Exception) else {str(p) for p in disabled_set}
+    slots = [None] * len(pjids) if isinstance(slots, Exception) else slots
     now = wire.now()
-    found = [
-        PublishedEntry.parse(pjid, published[pjid], pjid in disabled, _text(slot), now)
-        for pjid, slot in zip(pjids, slots, strict=True)
-    ]
+    found = []
+    for index, pjid in enumerate(pjids):
+        entry = PublishedEntry.parse(
+            pjid, published[pjid], pjid in disabled, _text(slots[index]), now
+        )
+        owner, ttl = locks[2 * index], locks[2 * index + 1]
+        found.append(
+            replace(
+                entry,
+                running=None if owner is None or isinstance(owner, Exception) else str(owner),
+                running_ttl=ttl if isinstance(ttl, int) and ttl >= 0 else None,
+            )
+        )
     return sorted(found, key=lambda entry: (entry.job, entry.cron, entry.pjid))
 
 
@@ -84,16 +133,14 @@ def enable(client: redis.Redis, pjid: str) -> None:
 
 
 def run_now(client: Client, pjid: str) -> str | None:
-    """Push the entry's job once, now, as an ordinary job (no slot, no lock)."""
+    """Push the entry's job once, now, as an ordinary job (no slot, no lock). Raises KeyError
+    if no such entry is published, ValueError if its published value can't be read."""
     raw = client.config.redis().hget(keys.PERIODIC_SCHEDULE, pjid)
     if raw is None:
         raise KeyError(f"no periodic entry {pjid!r} is published")
-    value = wire.loads(str(raw))
+    entry = PublishedEntry.parse(pjid, str(raw), False, None, wire.now())
+    if entry.problem is not None or not entry.job:
+        raise ValueError(f"periodic entry {pjid!r} is not a readable job: {entry.problem}")
     return client.push(
-        {
-            "class": value.get("class"),
-            "args": value.get("args") or [],
-            "retry": value.get("retry", 0),
-            "queue": value.get("queue") or "default",
-        }
+        {"class": entry.job, "args": entry.args, "retry": entry.retry, "queue": entry.queue}
     )
