@@ -219,6 +219,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# built once: json.loads given an option builds a decoder on every call
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_object(raw: str) -> Payload | Rejection:
     """``raw`` as a JSON object, if it is valid UTF-8 JSON holding one (any nesting that can be
     parsed at all; ``NaN`` and ``Infinity`` are not JSON, as for the Ruby gem's parser)."""
@@ -228,7 +232,7 @@ def parse_object(raw: str) -> Payload | Rejection:
         except UnicodeEncodeError:
             return _invalid_utf8(raw)
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = _decoder.decode(raw)
     except RecursionError:
         return Rejection("RecursionError", "nested too deeply to parse")
     except ValueError as error:
