@@ -6,12 +6,13 @@
     for reason in found.reasons:   # why it waits, each with a sentence for humans
         print(reason.text)
 
-Where it looks, in the order jobs move (so a job moving while the search runs is seen at
-least once, at worst twice): the schedule and retry sets, every known queue (the
-``cogworker:queues`` registry plus the queues live processes read), every process's
-in-progress list and running work (live processes and those in the in-progress registry,
-dead ones included), the dead set, the jobs parked for filing by the next recovery pass, then
-its ``status:<jid>`` hash and the run history.
+Where it looks, in the order jobs move forward (a job moving on while the search runs is
+seen at least once, at worst twice; one that fails back into retry meanwhile can be missed):
+the schedule and retry sets, every known queue (the ``cogworker:queues`` registry plus the
+queues live processes read), every process's in-progress list and running work (live
+processes, and every identity in the process and in-progress registries, dead ones
+included), the dead set, the jobs parked for filing by the next recovery pass, and the run
+history. Its ``status:<jid>`` hash is read first, with the fleet's state.
 
 Cost: there is no index by jid, so each structure is read once in full, a page of 1,000
 entries per round trip; only entries whose text holds the jid are parsed. The entries read
@@ -31,7 +32,7 @@ from cogworker.api.explanation import Explanation, Location, Place, Run
 from cogworker.api.processes import ProcessSet, Work, work_of
 from cogworker.api.records import JobRecord
 from cogworker.api.search import Found, search_list, search_sorted_set
-from cogworker.api.waiting import Fleet, reasons
+from cogworker.api.waiting import Fleet, missing_reason, reasons
 
 DEFAULT_ORPHAN_THRESHOLD = 300.0
 """The workers' default ``orphan_threshold``: how long after its last beat a process that is
@@ -44,6 +45,7 @@ class _Snapshot:
     queues: list[str]
     paused: frozenset[str]
     inprogress_identities: list[str]
+    registered: list[str]  # cogworker:processes, read before ProcessSet prunes it
     status: dict[str, str] | None
     orphanings: int
 
@@ -54,14 +56,16 @@ def _snapshot(client: redis.Redis, jid: str) -> _Snapshot:
     pipe.smembers(keys.QUEUES)
     pipe.smembers(keys.PAUSED_QUEUES)
     pipe.smembers(keys.INPROGRESS_IDENTITIES)
+    pipe.smembers(keys.PROCESSES)
     pipe.hgetall(keys.status(jid))
     pipe.get(keys.orphanings(jid))
-    (seconds, micros), queues, paused, identities, status, orphanings = pipe.execute()
+    (seconds, micros), queues, paused, identities, registered, status, orphanings = pipe.execute()
     return _Snapshot(
         now=int(seconds) + int(micros) / 1e6,
         queues=sorted(str(name) for name in queues),
         paused=frozenset(str(name) for name in paused),
         inprogress_identities=sorted(str(name) for name in identities),
+        registered=sorted(str(name) for name in registered),
         status={str(k): str(v) for k, v in status.items()} or None,
         orphanings=int(orphanings) if str(orphanings or "").isdigit() else 0,
     )
@@ -236,7 +240,9 @@ def explain(
     if snapshot.status and snapshot.status.get("queue"):
         names.add(snapshot.status["queue"])
     locations += _queue_locations(client, sorted(names), jid, scanned)
-    identities = sorted({p.identity for p in live} | set(snapshot.inprogress_identities))
+    identities = sorted(
+        {p.identity for p in live} | set(snapshot.inprogress_identities) | set(snapshot.registered)
+    )
     locations += _process_locations(client, jid, identities, orphan_threshold, scanned)
     found = search_sorted_set(client, keys.DEAD, jid)
     scanned[keys.DEAD] = found.scanned
@@ -244,11 +250,15 @@ def explain(
     locations += _parked_locations(client, jid, scanned)
     history = search_sorted_set(client, keys.HISTORY_ALL, jid)
     scanned[keys.HISTORY_ALL] = history.scanned
+    why = reasons(client, jid, locations, fleet, snapshot.orphanings)
+    state = (snapshot.status or {}).get("status")
+    if snapshot.status and not locations and state not in ("complete", "failed"):
+        why.append(missing_reason(snapshot.status))
     return Explanation(
         jid=jid,
         checked_at=snapshot.now,
         locations=locations,
-        reasons=reasons(client, jid, locations, fleet, snapshot.orphanings),
+        reasons=why,
         status=snapshot.status,
         runs=_runs(history),
         history_kept=history.scanned > 0,

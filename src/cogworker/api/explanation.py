@@ -25,7 +25,8 @@ class Place(enum.Enum):
     PARKED = "parked"  # handed over for filing into dead/retry by the next recovery pass
     DEAD = "dead"
     FINISHED = "finished"  # only its status or its run history know it
-    UNKNOWN = "unknown"  # found nowhere
+    MISSING = "missing"  # its status says it waits or runs, yet it is found nowhere
+    UNKNOWN = "unknown"  # found nowhere, and no status or run history knows it
 
 
 class Why(enum.Enum):
@@ -41,7 +42,7 @@ class Why(enum.Enum):
     IN_DEAD_SET = "in_dead_set"
     UNIQUE_LOCK = "unique_lock"
     CRON_LOCK = "cron_lock"
-    NOT_FOUND = "not_found"
+    MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -165,16 +166,17 @@ class Explanation:
 
     @property
     def place(self) -> Place:
-        """Where the job is now: its most advanced location, else what status and history
-        say, else UNKNOWN."""
+        """Where the job is now: its most advanced location; else FINISHED if its status
+        says it ended (or, with no status, its run history knows it), MISSING if its status
+        says it waits or runs, UNKNOWN if nothing knows it."""
         found = {location.place for location in self.locations}
         for place in _PRECEDENCE:
             if place in found:
                 return place
-        state = (self.status or {}).get("status")
-        if state in ("complete", "failed") or self.runs:
-            return Place.FINISHED
-        return Place.UNKNOWN
+        if self.status is not None:
+            ended = self.status.get("status") in ("complete", "failed")
+            return Place.FINISHED if ended else Place.MISSING
+        return Place.FINISHED if self.runs else Place.UNKNOWN
 
     @property
     def found(self) -> bool:

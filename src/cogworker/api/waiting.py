@@ -252,6 +252,21 @@ def _cron_reason(jid: str, pjid: str, owner: object, ttl: object) -> Reason:
     return Reason(Why.CRON_LOCK, text, key=key, owner=holder, ttl=seconds)
 
 
+def missing_reason(status: dict[str, str]) -> Reason:
+    """For a job whose status says it waits or runs, found nowhere."""
+    state = status.get("status", "?")
+    try:
+        updated = f", updated {when(float(status['update_time']))}"
+    except (KeyError, ValueError, OverflowError):
+        updated = ""
+    return Reason(
+        Why.MISSING,
+        f"its status says {state!r}{updated}, but it is in no queue, set or in-progress "
+        "list: it was deleted, lost with a process that kept no in-progress copy (basic "
+        "fetch), or it moved while the search ran (search again)",
+    )
+
+
 def reasons(
     client: redis.Redis, jid: str, locations: list[Location], fleet: Fleet, orphanings: int
 ) -> list[Reason]:
