@@ -226,7 +226,7 @@ def unique_lock(job_class: str, args: list[Any], queue: str = "default") -> str:
     return keys.unique(unique_digest({"class": job_class, "queue": queue, "args": args}))
 
 
-# -- A4: a bug after the job ran ----------------------------------------------------------------
+# -- a bug after the job ran ---------------------------------------------------------------------
 
 
 def test_bug_after_a_successful_run_still_acknowledges(
@@ -294,7 +294,7 @@ def test_bug_after_the_failure_was_filed_does_not_file_it_twice(
     assert RUNS == ["filed-once"]
 
 
-# -- A5: the workers hash is of the wrong type ----------------------------------------------------
+# -- the workers hash is of the wrong type --------------------------------------------------------
 
 
 def test_job_runs_when_the_workers_hash_is_a_string(manager: Manager, r: redis.Redis) -> None:
@@ -308,7 +308,7 @@ def test_job_runs_when_the_workers_hash_is_a_string(manager: Manager, r: redis.R
     assert RUNS == ["registered-nowhere"]
 
 
-# -- A6-A10: interrupting (recording the failure failed) ------------------------------------------
+# -- interrupting (recording the failure failed) --------------------------------------------------
 
 
 def test_unserialisable_job_is_interrupted_from_the_original_payload(
@@ -426,7 +426,7 @@ def test_interrupt_into_dead_releases_unique_and_running_locks(
     assert r.get(other) == "somebody-else"
 
 
-# -- A11: the interrupt write itself fails ------------------------------------------------------
+# -- the interrupt write itself fails -----------------------------------------------------------
 
 
 def test_unfileable_interrupt_is_remembered_then_filed_once_never_requeued(
@@ -504,10 +504,10 @@ def test_bug_inside_interrupt_remembers_a_minimal_dead_entry(
 def test_unparseable_payload_that_cannot_be_buried_does_not_stall_the_queue(
     manager: Manager, r: redis.Redis
 ) -> None:
-    """A18 with the dead set unusable: burying the wrapper fails every time. Handing the
-    payload back puts it next in line again, so a single thread would spin on it forever and
-    the job behind it would never run; like any unrecordable failure it must be left in
-    progress (filed by reconcile later) while the thread goes on."""
+    """An unparseable payload with the dead set unusable: burying its wrapper fails every
+    time. Handing the payload back puts it next in line again, so a single thread would spin
+    on it forever and the job behind it would never run; like any unrecordable failure it
+    must be left in progress (filed by reconcile later) while the thread goes on."""
     handled: list[Any] = []
     manager.config.death_handlers = [lambda job, error: handled.append(job)]
     # a spin logs thousands of lines (with tracebacks) a second: count them, drop them
@@ -539,7 +539,7 @@ def test_unparseable_payload_that_cannot_be_buried_does_not_stall_the_queue(
     assert handled == []  # no death hooks for an unparseable payload
 
 
-# -- A12, A13: exception messages that can't be stored as they are --------------------------------
+# -- exception messages that can't be stored as they are ---------------------------------------
 
 
 @pytest.mark.parametrize("how", ["bytes", "surrogate"])
@@ -568,7 +568,7 @@ def test_exception_whose_message_raises_is_recorded_by_class_name(
 
 # A payload is valid JSON yet our encoder can't write it back: an escaped lone surrogate
 # ("\\ud800", which a JavaScript producer emits for a broken string) decodes to a str that
-# UTF-8 refuses. Like A6 / A12, recording its failure must not fail every time.
+# UTF-8 refuses. Like a NaN or an invalid message, recording its failure must not fail every time.
 
 SURROGATE_JOB = json.dumps(
     {
@@ -611,7 +611,7 @@ def test_an_unencodable_pending_failure_does_not_stop_the_shutdown_requeue(
     assert r.lrange(inprogress(manager), 0, -1) in ([], [SURROGATE_JOB])
 
 
-# -- A22: job classes are imported before any thread starts -------------------------------------
+# -- job classes are imported before any thread starts ------------------------------------------
 
 APP = textwrap.dedent(
     """
@@ -707,7 +707,7 @@ def test_load_app_registers_job_classes_for_a_manager_started_later(
         sys.modules.pop("hard_loaded_app", None)
 
 
-# -- B23-B26: the hook's delay ------------------------------------------------------------------
+# -- the hook's delay ---------------------------------------------------------------------------
 
 
 def test_hook_delays_are_used_exactly_with_counts_0_1_2(manager: Manager, r: redis.Redis) -> None:
@@ -785,7 +785,7 @@ def test_raising_hook_falls_back_to_the_default_backoff(
     ) in caplog.text
 
 
-# -- B27-B29: kill, discard, the last failure ------------------------------------------------
+# -- kill, discard, the last failure ---------------------------------------------------------
 
 
 def test_kill_goes_to_dead_and_runs_hooks_once_class_first(
@@ -846,7 +846,7 @@ def test_hook_is_not_consulted_on_the_last_failure(manager: Manager, r: redis.Re
     assert RUNS == ["twice", "twice", "no-retries"]
 
 
-# -- B30-B32: death hooks ---------------------------------------------------------------------
+# -- death hooks ------------------------------------------------------------------------------
 
 
 def test_hooks_see_the_stored_entry_and_their_copies_are_their_own(
@@ -922,7 +922,7 @@ def test_slow_death_hook_runs_after_the_job_left_the_in_progress_list(
     assert listed_in_class_hook == [0]
 
 
-# -- B33: the decision taken after a middleware raised -------------------------------------------
+# -- the decision taken after a middleware raised ------------------------------------------------
 
 
 @pytest.mark.parametrize("outcome", ["kill", "discard"])
@@ -949,7 +949,7 @@ def test_decision_after_a_middleware_raised(manager: Manager, r: redis.Redis, ou
         assert [item["outcome"] for item in attempts_log(r, str(jid))] == ["discarded"]
 
 
-# -- B34: a retry series outlasting the unique lock ---------------------------------------------
+# -- a retry series outlasting the unique lock --------------------------------------------------
 
 
 def test_retry_extends_unique_and_running_locks_beyond_their_ttl(
@@ -968,7 +968,7 @@ def test_retry_extends_unique_and_running_locks_beyond_their_ttl(
         assert 100_000 + 86_400 - 10 <= r.ttl(lock) <= 100_000 + 86_400
 
 
-# -- B35 (processor half): a death recorded by interrupt runs its hooks once ----------------------
+# -- a death recorded by interrupt runs its hooks once --------------------------------------------
 
 
 def test_interrupt_into_dead_runs_hooks_once_after_the_ack(

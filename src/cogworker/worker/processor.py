@@ -4,6 +4,11 @@ The rule it keeps: a job is never run again because of a failure that happened a
 If bookkeeping fails *before* ``perform`` the job goes back to its queue; once it has run, it
 is acknowledged, or filed into retry / dead, or (when even that fails) interrupted: filed with
 a fixed delay, or remembered and settled later. Never put back on its queue.
+
+A payload that is not a job (not valid UTF-8, not JSON, nested too deeply to parse, not an
+object, no string ``class``, no non-empty ``queue``, no string ``jid``, ``args`` not a list)
+never runs and never goes back on a queue, where it would only come back: it is filed into
+dead at once. A failure is logged once, saying what it led to, with the job's traceback.
 """
 
 from __future__ import annotations
