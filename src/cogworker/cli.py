@@ -3,197 +3,256 @@
     cogworker run -r app.jobs [-c 10] [-q critical,2 -q default] [-t 25] [-C cogworker.yml]
                   [-L worker.log] [-e production] [--redis-url URL] [--log-level INFO]
     cogworker -r app.jobs ...            (the same: ``run`` is the default command)
+    cogworker -c 4 swarm -r app.jobs     (worker flags may come before or after run / swarm)
     cogworker demo                       (a worker and some jobs on a private Redis)
 
 Flags win over the config file; the app module (``-r``) is imported last and may still
-change settings in a ``configure_server`` block. Any error in a flag, the config file or the
-app module exits non-zero with one line on stderr.
+change settings in a ``configure_server`` block. No flag is dropped or quietly changed: a
+worker flag given before ``run`` / ``swarm`` counts as if given after it; one given before
+another command is refused (only ``--redis-url`` is passed on to the admin commands); a flag
+given twice with different values is refused; the ``-q`` of both sides are combined, in order.
+Any error in a flag, the environment, the config file or the app module exits non-zero with
+one line on stderr.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import dataclasses
+import logging
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import click
 import redis
 
-from cogworker import __version__, admin_cli, config_file, connection, logs, proctitle, registry
+from cogworker import __version__, admin_cli, config_file, logs, proctitle, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
+from cogworker.registry import AppLoadError, load_app
+
+__all__ = ["AppLoadError", "WorkerFlags", "build_config", "load_app", "main", "run_worker"]
 
 ENV_NAMES = ("APP_ENV", "RAILS_ENV", "RACK_ENV")
+WORKER_COMMANDS = ("run", "swarm")
+REDIS_URL_META = "cogworker.redis_url"  # read by the admin commands (admin_cli)
+_GROUP_FLAGS_META = "cogworker.group_worker_flags"
+
+logger = logging.getLogger("cogworker")
 
 
-class AppLoadError(Exception):
-    """The app module named by ``-r`` couldn't be found or raised while loading."""
+@dataclass(frozen=True)
+class WorkerFlags:
+    """The worker flags as given on the command line; None / () where not given."""
+
+    app: str | None = None
+    concurrency: int | None = None
+    queues: tuple[str, ...] = ()
+    timeout: float | None = None
+    config_path: str | None = None
+    logfile: str | None = None
+    environment: str | None = None
+    redis_url: str | None = None
+    log_level: str | None = None
+
+    def given(self) -> list[str]:
+        """The names of the flags that were given, in declaration order."""
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) not in (None, ())]
 
 
-def _module_name_for(path: Path) -> str:
-    """A dotted module name for ``path``: relative to the working directory when inside it."""
-    try:
-        relative = path.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        return path.stem
-    parts = [*relative.parent.parts, path.stem]
-    valid = all(part.isidentifier() for part in parts)
-    return ".".join(parts) if valid else path.stem
+# parameter name -> (flags, click settings); -q is the one repeatable flag
+_FLAGS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "app": (
+        ("-r", "--require"),
+        {"metavar": "MODULE_OR_FILE", "help": "App module (dotted name), .py file or package."},
+    ),
+    "concurrency": (
+        ("-c", "--concurrency"),
+        {"type": click.IntRange(min=1), "help": "Processor threads (default 10)."},
+    ),
+    "queues": (
+        ("-q", "--queue"),
+        {
+            "metavar": "NAME[,WEIGHT]",
+            "help": "Queue to read, repeatable; a weight (a positive integer) makes it be "
+            "tried first that many times as often.",
+        },
+    ),
+    "timeout": (
+        ("-t", "--timeout"),
+        {"type": click.FloatRange(min=0), "help": "Shutdown timeout in seconds (default 25)."},
+    ),
+    "config_path": (
+        ("-C", "--config"),
+        {"type": click.Path(dir_okay=False), "help": "YAML config file."},
+    ),
+    "logfile": (
+        ("-L", "--logfile"),
+        {"type": click.Path(dir_okay=False), "help": "Append log lines to this file."},
+    ),
+    "environment": (("-e", "--environment"), {"help": "Environment name (default development)."}),
+    "redis_url": (("--redis-url",), {"help": "Redis URL (default $REDIS_URL or localhost)."}),
+    "log_level": (
+        ("--log-level",),
+        {
+            "type": click.Choice(
+                ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False
+            ),
+            "help": "Log level (default INFO; per-job lines are INFO).",
+        },
+    ),
+}
 
 
-def load_app(target: str) -> None:
-    """Import the app: a dotted module name, a ``.py`` file, or a package directory."""
-    path = Path(target)
-    if path.is_dir():
-        path = path / "__init__.py"
-    if path.suffix == ".py" or path.exists():
-        if not path.is_file():
-            raise AppLoadError(f"can't load app {target!r}: no such file")
-        _load_file(path)
-        return
-    sys.path.insert(0, os.getcwd())
-    try:
-        importlib.import_module(target)
-    except ModuleNotFoundError as error:
-        if error.name and target.startswith(error.name):
-            raise AppLoadError(
-                f"can't load app {target!r}: no module named {error.name!r}"
-            ) from None
-        raise AppLoadError(f"loading {target!r} failed: {_describe(error)}") from error
-    except Exception as error:
-        raise AppLoadError(f"loading {target!r} failed: {_describe(error)}") from error
+def label(name: str) -> str:
+    """How a worker flag is spelled in messages: ``-c/--concurrency``."""
+    return "/".join(_FLAGS[name][0])
 
 
-def _load_file(path: Path) -> None:
-    name = _module_name_for(path) if path.name != "__init__.py" else path.parent.name
-    for directory in (str(path.resolve().parent), os.getcwd()):
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise AppLoadError(f"can't load app {str(path)!r}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:
-        raise AppLoadError(f"loading {str(path)!r} failed: {_describe(error)}") from error
-    # producers may know the module by either name: register its jobs under both
-    if path.stem != name and path.name != "__init__.py":
-        sys.modules.setdefault(path.stem, module)
-        registry.alias_module(name, path.stem)
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).splitlines()[0] if str(error) else ""
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+def _one_value(ctx: click.Context, param: click.Parameter, values: tuple[Any, ...]) -> Any:
+    """The value of a flag that takes one: the same value twice is fine, two are refused."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) > 1:
+        shown = " and ".join(repr(value) for value in distinct)
+        raise click.UsageError(
+            f"{label(str(param.name))} given twice with different values: {shown}"
+        )
+    if distinct and distinct[0] == "" and param.name in ("config_path", "logfile"):
+        raise click.UsageError(f"{label(str(param.name))} needs a file name, got ''")
+    return distinct[0] if distinct else None
 
 
 def _worker_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.option(
-            "-r",
-            "--require",
-            "app",
-            metavar="MODULE_OR_FILE",
-            help="App module (dotted name), .py file or package directory.",
-        ),
-        click.option(
-            "-c",
-            "--concurrency",
-            type=click.IntRange(min=1),
-            help="Processor threads (default 10).",
-        ),
-        click.option(
-            "-q",
-            "--queue",
-            "queues",
-            multiple=True,
-            metavar="NAME[,WEIGHT]",
-            help="Queue to read, repeatable; a weight makes it be tried first more often.",
-        ),
-        click.option(
-            "-t",
-            "--timeout",
-            type=click.FloatRange(min=0),
-            help="Shutdown timeout in seconds (default 25).",
-        ),
-        click.option(
-            "-C",
-            "--config",
-            "config_path",
-            type=click.Path(dir_okay=False),
-            help="YAML config file.",
-        ),
-        click.option(
-            "-L",
-            "--logfile",
-            type=click.Path(dir_okay=False),
-            help="Append log lines to this file instead of stdout.",
-        ),
-        click.option("-e", "--environment", help="Environment name (default development)."),
-        click.option("--redis-url", help="Redis URL (default $REDIS_URL or localhost)."),
-        click.option(
-            "--log-level",
-            type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-            help="Log level (default INFO; per-job lines are INFO).",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
+    for name, (flags, settings) in reversed(_FLAGS.items()):
+        callback = None if name == "queues" else _one_value
+        function = click.option(*flags, name, multiple=True, callback=callback, **settings)(
+            function
+        )
     return function
 
 
-def build_config(
-    *,
-    concurrency: int | None,
-    queues: tuple[str, ...],
-    timeout: float | None,
-    config_path: str | None,
-    environment: str | None,
-    redis_url: str | None,
-    log_level: str | None,
-) -> tuple[Config, dict[str, Any]]:
+def merge(command: str, before: WorkerFlags, after: WorkerFlags) -> WorkerFlags:
+    """The flags given before ``command`` and after it, as one set (see the module doc)."""
+    merged: dict[str, Any] = {"queues": before.queues + after.queues}
+    for name in (f.name for f in dataclasses.fields(WorkerFlags) if f.name != "queues"):
+        first, second = getattr(before, name), getattr(after, name)
+        if first is not None and second is not None and first != second:
+            raise click.UsageError(
+                f"{label(name)} given twice with different values: {first!r} before "
+                f"{command} and {second!r} after it"
+            )
+        merged[name] = first if first is not None else second
+    return WorkerFlags(**merged)
+
+
+# -- environment and config --------------------------------------------------------------------
+
+
+def _environment(flag: str | None) -> str:
+    """``-e``, else the one value of APP_ENV / RAILS_ENV / RACK_ENV, else development."""
+    if flag is not None:
+        return flag
+    found = {name: os.environ[name] for name in ENV_NAMES if os.environ.get(name)}
+    if len(set(found.values())) > 1:
+        shown = ", ".join(f"{name}={value!r}" for name, value in found.items())
+        raise ConfigError(f"{shown} disagree: pass -e ENVIRONMENT or make them agree")
+    return next(iter(found.values()), "development")
+
+
+def build_config(flags: WorkerFlags) -> tuple[Config, dict[str, Any]]:
     """The worker's config (defaults, then the config file, then the flags), and the config
     file's sections that must wait for the app's code (cron entries name its jobs)."""
-    env = environment or next((os.environ[n] for n in ENV_NAMES if os.environ.get(n)), None)
-    env = env or "development"
+    env = _environment(flags.environment)
+    config = Config(environment=env)  # validates it before it is exported
     for name in ENV_NAMES:  # before the config file, whose ${VAR}s may read them
         os.environ[name] = env
-    config = Config(environment=env)
-    extras = config_file.apply(config, config_path) if config_path else {}
+    extras = config_file.apply(config, flags.config_path) if flags.config_path else {}
     config.server = True
-    flags: dict[str, Any] = {
-        "concurrency": concurrency,
-        "shutdown_timeout": timeout,
-        "redis_url": redis_url,
-        "log_level": log_level.upper() if log_level else None,
+    given: dict[str, Any] = {
+        "concurrency": flags.concurrency,
+        "shutdown_timeout": flags.timeout,
+        "redis_url": flags.redis_url,
+        "log_level": flags.log_level,
     }
-    config.update({name: value for name, value in flags.items() if value is not None})
-    if queues:
-        config.queues = expand_queues(queues, "-q")
+    config.update({name: value for name, value in given.items() if value is not None})
+    if flags.queues:
+        config.queues = expand_queues(flags.queues, "-q")
     return config, extras
 
 
-def run_worker(app: str | None, logfile: str | None, **settings: Any) -> None:
-    config, extras = build_config(**settings)
-    set_default_config(config)
+def swarm_count() -> int:
+    """``COGWORKER_COUNT``: how many children a swarm forks (unset or empty: 1)."""
+    text = os.environ.get("COGWORKER_COUNT", "").strip()
+    if not text:
+        return 1
+    try:
+        count = int(text)
+    except ValueError:
+        raise ConfigError(f"COGWORKER_COUNT must be a whole number, got {text!r}") from None
+    if count < 1:
+        raise ConfigError(f"COGWORKER_COUNT must be at least 1, got {text!r}")
+    return count
+
+
+def phased_restart() -> bool:
+    """``PHASED_RESTART``: ``true`` restarts a swarm's children one at a time on USR2."""
+    text = os.environ.get("PHASED_RESTART", "")
+    if text not in ("", "true", "false"):
+        raise ConfigError(f"PHASED_RESTART must be 'true' or 'false', got {text!r}")
+    return text == "true"
+
+
+def _refuse_swarm_settings(config: Config) -> None:
+    """A plain ``run`` has no supervisor: refuse what only a swarm would honour."""
+    if swarm_count() != 1:
+        raise ConfigError(
+            f"COGWORKER_COUNT={os.environ['COGWORKER_COUNT'].strip()} asks for several "
+            "worker processes, but run starts one: use cogworker swarm, or unset it"
+        )
+    if phased_restart():
+        raise ConfigError("PHASED_RESTART=true applies to cogworker swarm only: unset it")
+    if config.max_memory is not None:
+        raise ConfigError(
+            f"max_memory ({config.max_memory:g} MB) is enforced by cogworker swarm only: "
+            "run has no supervisor to replace the worker; remove it or use swarm"
+        )
+
+
+def _setup_logs(config: Config, logfile: str | None) -> None:
     try:
         logs.setup(config.log_level, logfile)
     except OSError as error:
         raise ConfigError(f"can't open log file {logfile}: {error.strerror}") from None
-    if config.redis_url is None:  # $REDIS_URL is used: check it like the option
-        Config(redis_url=connection.resolve_url(None))
-    if not app:
+
+
+# -- running workers ---------------------------------------------------------------------------
+
+
+def run_worker(flags: WorkerFlags, *, supervised: bool = False) -> None:
+    """Boot a worker in this process; ``supervised`` when it is a swarm's child."""
+    config, extras = build_config(flags)
+    set_default_config(config)
+    if not supervised:
+        _refuse_swarm_settings(config)
+    _setup_logs(config, flags.logfile)
+    if not flags.app:
         raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
-    load_app(app)
+    app = load_app(flags.app)
+    if not supervised:
+        _refuse_swarm_settings(config)  # again: the app may have set max_memory
+    registry.allow_imports(*app.packages, *config.job_packages)
+    if not app.job_classes:
+        logger.warning(
+            "app module %r registered no job class: every job will fail as an unknown job "
+            "class unless its class is in a module under %s",
+            app.target,
+            ", ".join(sorted({*app.packages, *config.job_packages})),
+        )
     if "periodic" in extras:
         config.periodic.register_from_config(extras["periodic"])
-    logs.setup(config.log_level, logfile)  # the app may have changed the level
+    _setup_logs(config, flags.logfile)  # the app may have changed the level
     from cogworker.worker.launcher import Launcher
 
     launcher = Launcher(config)
@@ -204,49 +263,20 @@ def run_worker(app: str | None, logfile: str | None, **settings: Any) -> None:
     os._exit(0)
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@_worker_options
-@click.version_option(__version__, "-V", "--version", prog_name="cogworker")
-@click.pass_context
-def main_group(
-    ctx: click.Context, /, app: str | None, logfile: str | None, **settings: Any
-) -> None:
-    """cogworker: reliable Redis-backed background jobs."""
-    if ctx.invoked_subcommand is None:
-        run_worker(app, logfile, **settings)
-
-
-@main_group.command("run")
-@_worker_options
-def run_command(app: str | None, logfile: str | None, **settings: Any) -> None:
-    """Run a worker process."""
-    run_worker(app, logfile, **settings)
-
-
-@main_group.command("swarm")
-@_worker_options
-def swarm_command(app: str | None, logfile: str | None, **settings: Any) -> None:
-    """Run COGWORKER_COUNT worker processes under a supervisor (same flags as run)."""
+def run_swarm(flags: WorkerFlags) -> None:
     from cogworker.swarm import Swarm
 
-    config, _ = build_config(**settings)  # validate flags and file before forking
-    if not app:
+    config, _ = build_config(flags)  # validate flags and file before forking
+    if not flags.app:
         raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
-    count_text = os.environ.get("COGWORKER_COUNT", "1")
-    try:
-        count = max(int(count_text), 1)
-    except ValueError:
-        raise ConfigError(f"COGWORKER_COUNT must be a whole number, got {count_text!r}") from None
-    try:
-        logs.setup(config.log_level, logfile)
-    except OSError as error:
-        raise ConfigError(f"can't open log file {logfile}: {error.strerror}") from None
+    count, phased = swarm_count(), phased_restart()
+    _setup_logs(config, flags.logfile)
     swarm = Swarm(
         count,
-        lambda slot: _run_swarm_child(app, logfile, slot, settings),
+        lambda slot: _run_swarm_child(flags),
         shutdown_timeout=config.shutdown_timeout,
         max_memory_mb=config.max_memory,
-        phased=os.environ.get("PHASED_RESTART") == "true",
+        phased=phased,
     )
     swarm.install_signal_handlers()
     tag = f" {config.tag}" if config.tag else ""
@@ -254,7 +284,7 @@ def swarm_command(app: str | None, logfile: str | None, **settings: Any) -> None
     swarm.run()
 
 
-def _run_swarm_child(app: str, logfile: str | None, slot: int, settings: dict[str, Any]) -> None:
+def _run_swarm_child(flags: WorkerFlags) -> None:
     """A forked child: forget the parent's per-process state, then boot a full worker."""
     from cogworker import locks, redis_errors
     from cogworker.worker import recovery
@@ -262,11 +292,66 @@ def _run_swarm_child(app: str, logfile: str | None, slot: int, settings: dict[st
     redis_errors.reporter.reset()
     locks.deferred.clear()
     recovery.reset()
-    run_worker(app, logfile, **settings)
+    run_worker(flags, supervised=True)
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@_worker_options
+@click.version_option(__version__, "-V", "--version", prog_name="cogworker")
+@click.pass_context
+def main_group(ctx: click.Context, /, **given: Any) -> None:
+    """cogworker: reliable Redis-backed background jobs."""
+    flags = WorkerFlags(**given)
+    command = ctx.invoked_subcommand
+    ctx.meta[REDIS_URL_META] = flags.redis_url
+    if command is None:
+        run_worker(flags)
+    elif command in WORKER_COMMANDS:
+        ctx.meta[_GROUP_FLAGS_META] = flags
+    else:
+        passed_on = () if command == "demo" else ("redis_url",)
+        refused = [name for name in flags.given() if name not in passed_on]
+        if refused and command == "demo":
+            raise click.UsageError(
+                f"{label(refused[0])} does not apply to demo, which starts its own Redis and worker"
+            )
+        if refused:
+            raise click.UsageError(
+                f"{label(refused[0])} does not apply to {command}: it is a flag of run and "
+                "swarm (before other commands only --redis-url is taken)"
+            )
+
+
+def _flags_for(command: str, **given: Any) -> WorkerFlags:
+    before = click.get_current_context().meta.get(_GROUP_FLAGS_META, WorkerFlags())
+    return merge(command, before, WorkerFlags(**given))
+
+
+@main_group.command("run")
+@_worker_options
+def run_command(**given: Any) -> None:
+    """Run a worker process."""
+    run_worker(_flags_for("run", **given))
+
+
+@main_group.command("swarm")
+@_worker_options
+def swarm_command(**given: Any) -> None:
+    """Run COGWORKER_COUNT worker processes under a supervisor (same flags as run)."""
+    run_swarm(_flags_for("swarm", **given))
 
 
 @main_group.command("demo")
-@click.option("--jobs", default=20, show_default=True, help="How many demo jobs to enqueue.")
+@click.option(
+    "--jobs",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="How many greeting jobs to enqueue.",
+)
 def demo_command(jobs: int) -> None:
     """Start a private Redis and a worker, enqueue demo jobs and watch them run."""
     from cogworker import demo

@@ -1,11 +1,11 @@
 """The Launcher: boots one worker process's threads in order and stops them in order.
 
 Boot: a first heartbeat that succeeds (retried every second while Redis is unreachable; a
-TERM during that wait ends the process with nothing started), then the processors, the
-scheduler and the cron ticker. Then it waits for signals: TSTP quiets (running jobs finish,
-nothing new starts), TERM / INT stop gracefully (up to ``shutdown_timeout`` for running jobs,
-the rest is handed back to its queue), and so do the remote ``quiet`` / ``resume`` / ``stop``
-commands.
+TERM during that wait ends the process with nothing started), the startup banner, then the
+processors, the scheduler and the cron ticker (so the banner comes before any job's line).
+Then it waits for signals: TSTP quiets (running jobs finish, nothing new starts), TERM / INT
+stop gracefully (up to ``shutdown_timeout`` for running jobs, the rest is handed back to its
+queue), and so do the remote ``quiet`` / ``resume`` / ``stop`` commands.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from types import FrameType
 
 import redis
 
-from cogworker import __version__, connection, locks, redis_errors
+from cogworker import __version__, connection, locks, redis_errors, registry
 from cogworker.config import Config
 from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import PRESENCE_TTL, Heartbeat
@@ -32,10 +32,19 @@ logger = logging.getLogger("cogworker")
 _SIGNALS = {"SIGTSTP": "quiet", "SIGTERM": "stop", "SIGINT": "stop"}
 
 
+def weighted_queues(queues: list[str]) -> str:
+    """The expanded queue list as each name once with its weight: ``critical(2),default(1)``."""
+    weights: dict[str, int] = {}
+    for name in queues:
+        weights[name] = weights.get(name, 0) + 1
+    return ",".join(f"{name}({weight})" for name, weight in weights.items())
+
+
 class Launcher:
     def __init__(self, config: Config) -> None:
         # no Redis I/O in constructors
         self.config = config
+        registry.allow_imports(*config.job_packages)  # the app's own packages: see cli
         self.identity = new_identity()
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.manager = Manager(config, self.identity)
@@ -68,21 +77,6 @@ class Launcher:
         """Boot, then handle signals until told to stop; returns once stopped."""
         if not self._boot():
             return
-        logger.info(
-            "cogworker %s started, identity=%s concurrency=%d queues=%s redis=%s",
-            __version__,
-            self.identity,
-            self.config.concurrency,
-            ",".join(self.config.queues),
-            connection.redacted_url(self.config.redis_url),
-        )
-        if self.config.orphan_threshold < PRESENCE_TTL:
-            logger.warning(
-                "orphan_threshold %ss is below the presence TTL (%ss): a dead process's jobs "
-                "still come back only once its presence key has expired",
-                self.config.orphan_threshold,
-                PRESENCE_TTL,
-            )
         self.started.set()
         while True:
             action = self._next_signal()
@@ -110,10 +104,28 @@ class Launcher:
                 return False
             if action == "quiet":
                 self.manager.set_quiet(True)
+        self._log_banner()  # before any processor exists, so before any job's line
         self.manager.start()
         self.scheduler.start()
         self.ticker.start()
         return True
+
+    def _log_banner(self) -> None:
+        logger.info(
+            "cogworker %s started, identity=%s concurrency=%d queues=%s redis=%s",
+            __version__,
+            self.identity,
+            self.config.concurrency,
+            weighted_queues(self.config.queues),
+            connection.redacted_url(self.config.redis_url),
+        )
+        if self.config.orphan_threshold < PRESENCE_TTL:
+            logger.warning(
+                "orphan_threshold %ss is below the presence TTL (%ss): a dead process's jobs "
+                "still come back only once its presence key has expired",
+                self.config.orphan_threshold,
+                PRESENCE_TTL,
+            )
 
     def stop(self) -> None:
         self.manager.stop()

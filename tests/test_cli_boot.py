@@ -1,0 +1,118 @@
+"""What a worker says at boot: the banner comes before any job's line and shows each queue
+once with its weight; an app module that registers no job class is a WARNING naming it."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import wait_for
+from runtime_support import StartWorker, Worker, cogworker_env, release
+
+import cogworker
+from cogworker import keys
+
+JOBS = textwrap.dedent(
+    """
+    import logging
+    import threading
+
+    import cogworker
+
+    job_logged = threading.Event()
+
+
+    class HoldTheBanner(logging.Filter):
+        \"""Holds the banner until a job's line was logged (or 3 s): a processor running
+        before the banner would log one meanwhile.\"""
+
+        def filter(self, record):
+            message = record.getMessage()
+            if message.startswith("start: "):
+                job_logged.set()
+            elif " started, identity=" in message:
+                job_logged.wait(3)
+            return True
+
+
+    logging.getLogger("cogworker").addFilter(HoldTheBanner())
+
+
+    class BootJob(cogworker.Job):
+        name = "BootJob"
+
+        def perform(self, index):
+            cogworker.default_config().redis().incr("test:boot:runs")
+    """
+)
+
+BANNER = re.compile(r"INFO: cogworker \S+ started, identity=\S+ concurrency=2 queues=(\S+) ")
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, redis_url: str) -> Iterator[StartWorker]:
+    (tmp_path / "boot_jobs.py").write_text(JOBS)
+    (tmp_path / "no_jobs.py").write_text("import cogworker\n\nSETTING = 1\n")
+    started: list[Worker] = []
+
+    def start(*args: str) -> Worker:
+        log = tmp_path / f"worker-{len(started)}.out"
+        worker = Worker(list(args), tmp_path, cogworker_env(redis_url), log)
+        started.append(worker)
+        return worker
+
+    try:
+        yield start
+    finally:
+        for worker in started:
+            worker.kill()
+        for worker in started:
+            print(f"--- worker {worker.pid} {worker.args}:\n{worker.output()}")
+
+
+def test_banner_comes_first_and_shows_each_queue_once_with_its_weight(
+    start_worker: StartWorker, r: redis.Redis, redis_url: str
+) -> None:
+    """Jobs are waiting before the worker starts, and the app holds the banner line until a
+    job's line is logged: a processor started before the banner would log one ahead of it."""
+    settings = cogworker.Config(redis_url=redis_url)
+    try:
+        client = cogworker.Client(settings)
+        for queue in ("critical", "default"):
+            client.push_bulk([{"class": "BootJob", "args": [i], "queue": queue} for i in range(50)])
+    finally:
+        release(settings)
+    worker = start_worker("run", "-r", "boot_jobs", "-c", "2", "-q", "critical,2", "-q", "default")
+    wait_for(lambda: int(r.get("test:boot:runs") or 0) == 100, timeout=30)
+    assert worker.info(r)["queues"] == ["critical", "critical", "default"]  # still expanded
+    assert worker.stop() == 0
+
+    lines = worker.output().splitlines()
+    banners = [i for i, line in enumerate(lines) if BANNER.search(line)]
+    jobs = [i for i, line in enumerate(lines) if "INFO: start: BootJob" in line]
+    assert len(banners) == 1 and len(jobs) == 100, lines
+    assert banners[0] < jobs[0]
+    match = BANNER.search(lines[banners[0]])
+    assert match is not None and match.group(1) == "critical(2),default(1)"
+    assert "registered no job class" not in worker.output()
+
+
+def test_an_app_module_without_job_classes_is_a_warning_at_boot(
+    start_worker: StartWorker, r: redis.Redis
+) -> None:
+    worker = start_worker("run", "-r", "no_jobs")
+    worker.identity(r)  # it still runs: jobs may name classes it imports on demand
+    worker.wait_output("started, identity=")
+    assert worker.stop() == 0
+
+    lines = worker.output().splitlines()
+    [warning] = [line for line in lines if "registered no job class" in line]
+    assert re.search(r" WARNING: app module 'no_jobs' registered no job class", warning)
+    assert "under no_jobs" in warning  # where a job's class may still come from
+    banner = next(i for i, line in enumerate(lines) if "started, identity=" in line)
+    assert lines.index(warning) < banner
+    assert r.scard(keys.PROCESSES) == 0
