@@ -65,6 +65,10 @@ def _wait(condition: object, timeout: float) -> bool:
 
 
 def main(count: int = 20) -> int:
+    """Run the demo with ``count`` greeting jobs (0 or more); the exit status says whether
+    every job settled as expected."""
+    if count < 0:
+        raise ValueError(f"the demo needs 0 or more greeting jobs, got {count}")
     try:
         server = RedisServer()
     except RedisServerNotFound as error:
@@ -73,6 +77,8 @@ def main(count: int = 20) -> int:
     with server:
         print(f"demo: private redis-server {'.'.join(map(str, server.version))} at {server.url}")
         env = {**os.environ, "REDIS_URL": server.url, "PYTHONUNBUFFERED": "1"}
+        for name in ("COGWORKER_COUNT", "PHASED_RESTART"):  # swarm settings: run refuses them
+            env.pop(name, None)
         worker = subprocess.Popen(
             [
                 sys.executable,

@@ -83,7 +83,9 @@ class Swarm:
         phased: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.slots = [Slot(index) for index in range(max(count, 1))]
+        if count < 1:  # refused, not rounded up to 1
+            raise ValueError(f"a swarm needs at least 1 child, got {count}")
+        self.slots = [Slot(index) for index in range(count)]
         self.run_child = run_child
         self.shutdown_timeout = shutdown_timeout
         self.max_memory_mb = max_memory_mb
