@@ -1,0 +1,86 @@
+"""``cogworker web``: serve the dashboard with uvicorn.
+
+    cogworker web --port 9292 --host 127.0.0.1 [--redis-url URL] [--root-path /jobs]
+
+This module imports nothing from the ``web`` extra until the command runs, so the CLI loads
+without it and the command can say in one line what is missing.
+"""
+
+from __future__ import annotations
+
+import click
+
+from cogworker import connection, logs
+from cogworker.config import Config, ConfigError
+
+ROOT_URL_KEY = "cogworker.redis_url"
+"""Where the top-level ``cogworker --redis-url`` is kept for subcommands (context meta)."""
+
+
+def _redis_url(own: str | None) -> str | None:
+    context = click.get_current_context(silent=True)
+    top = context.find_root().meta.get(ROOT_URL_KEY) if context is not None else None
+    if own and top and own != top:
+        raise click.UsageError(f"--redis-url given twice with different values ({top!r}, {own!r})")
+    return own or top
+
+
+@click.command("web")
+@click.option("--port", type=click.IntRange(0, 65535), default=9292, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--redis-url", help="Redis URL (default $REDIS_URL or localhost).")
+@click.option(
+    "--root-path",
+    default="",
+    help="The prefix a reverse proxy serves the dashboard under (e.g. /jobs).",
+)
+@click.option(
+    "--proxy-headers/--no-proxy-headers",
+    default=False,
+    show_default=True,
+    help="Trust X-Forwarded-Proto/For from --forwarded-allow-ips (behind a TLS proxy).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    default="127.0.0.1",
+    show_default=True,
+    help="Proxies whose forwarded headers are trusted.",
+)
+def web_command(
+    port: int,
+    host: str,
+    redis_url: str | None,
+    root_path: str,
+    proxy_headers: bool,
+    forwarded_allow_ips: str,
+) -> None:
+    """Serve the dashboard (needs the web extra) until TERM / INT."""
+    from cogworker.web import app, missing_extra
+
+    problem = missing_extra()
+    if problem is not None:
+        raise click.ClickException(problem)
+    if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
+        raise click.BadParameter("must start with / and not end with one", param_hint="--root-path")
+    import uvicorn
+
+    try:
+        config = Config(redis_url=_redis_url(redis_url))
+        dashboard = app(config)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    logs.setup(config.log_level)
+    click.echo(
+        f"cogworker web: serving http://{host}:{port}{root_path}/ "
+        f"on {connection.redacted_url(config.redis_url)} (TERM or Ctrl-C stops it)"
+    )
+    uvicorn.run(
+        dashboard,
+        host=host,
+        port=port,
+        root_path=root_path,
+        proxy_headers=proxy_headers,
+        forwarded_allow_ips=forwarded_allow_ips,
+        access_log=False,
+        log_level="warning",
+    )

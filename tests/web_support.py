@@ -1,0 +1,254 @@
+"""Helpers shared by the dashboard tests (tests/test_web_*.py); not a test module.
+
+``dash`` is the app on the test Redis, ``client`` a Starlette TestClient on it. ``post`` sends
+what a same-origin browser sends. ``forms`` reads the forms of a page the way a browser does,
+and ``submit`` posts one of them with or without JavaScript (the page's script posts the
+``hx-post`` URL with every field but the GET-only ones; a plain browser submits the form's
+own method and action with its enabled fields), so the tests act through the real markup.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import redis
+
+import cogworker
+from cogworker import keys, wire
+from cogworker.web import WebSettings, app
+from cogworker.web.application import Dashboard
+
+with warnings.catch_warnings():
+    # Starlette asks for httpx2, which the test extra doesn't install; httpx works the same
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+SECRET = "s" * 64
+SAME_ORIGIN = {"sec-fetch-site": "same-origin"}
+HX = {"hx-request": "true"}
+BASE = "http://testserver"
+
+
+def make_dash(config: cogworker.Config, **settings: Any) -> Dashboard:
+    settings.setdefault("session_secret", SECRET)
+    return app(config, WebSettings(**settings))
+
+
+def dashboard(config: cogworker.Config) -> Iterator[Dashboard]:
+    """Body of the ``dash`` fixture (``pytest.fixture(name="dash")(dashboard)`` in a module)."""
+    dashboard = make_dash(config)
+    try:
+        yield dashboard
+    finally:
+        dashboard.close()
+
+
+def client_for(target: Any, base_url: str = BASE, **kwargs: Any) -> TestClient:
+    return TestClient(target, base_url=base_url, follow_redirects=False, **kwargs)
+
+
+def dashboard_client(dash: Dashboard) -> Iterator[TestClient]:
+    """Body of the ``client`` fixture, on the ``dash`` fixture."""
+    with client_for(dash) as test_client:
+        yield test_client
+
+
+def post(
+    client: TestClient, path: str, data: Any = None, *, hx: bool = False, **headers: str
+) -> httpx.Response:
+    """A POST as a same-origin browser sends it (``hx``: as the page's script sends it)."""
+    sent = {**SAME_ORIGIN, **(HX if hx else {}), **headers}
+    pairs = list(data.items()) if isinstance(data, dict) else list(data or [])
+    sent["content-type"] = "application/x-www-form-urlencoded"
+    return client.post(path, content=urlencode(pairs).encode("ascii"), headers=sent)
+
+
+# -- seeding Redis ---------------------------------------------------------------------------
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "class": "Demo::Job",
+        "args": [],
+        "jid": wire.new_jid(),
+        "queue": "default",
+        "retry": True,
+        "created_at": time.time(),
+        **fields,
+    }
+    return payload
+
+
+def push(r: redis.Redis, queue: str = "default", **fields: Any) -> str:
+    """Enqueue a job as a producer does; returns the raw entry."""
+    raw = wire.dumps(job(**{"queue": queue, "enqueued_at": time.time(), **fields}))
+    r.sadd(keys.QUEUES, queue)
+    r.lpush(keys.queue(queue), raw)
+    return raw
+
+
+def add_to_set(r: redis.Redis, key: str, score: float | None = None, **fields: Any) -> str:
+    raw = wire.dumps(job(**fields))
+    r.zadd(key, {raw: time.time() if score is None else score})
+    return raw
+
+
+def plant_process(
+    r: redis.Redis,
+    identity: str,
+    *,
+    concurrency: int = 5,
+    queues: list[str] | None = None,
+    busy: int = 0,
+    quiet: bool = False,
+    rss_kb: int | None = 20480,
+    started_at: float | None = None,
+    beat_age: int | None = 1,
+    tag: str | None = None,
+) -> None:
+    """A live process's presence as a heartbeat writes it (no subscriber behind it)."""
+    info: dict[str, Any] = {
+        "hostname": identity.split(":")[0],
+        "pid": 4242,
+        "concurrency": concurrency,
+        "queues": queues or ["default"],
+        "started_at": started_at or time.time() - 3600,
+        "tag": tag,
+        "identity": identity,
+    }
+    if rss_kb is not None:
+        info["rss_kb"] = rss_kb
+    fields = {"info": wire.dumps(info), "busy": str(busy), "quiet": "true" if quiet else "false"}
+    seconds, _ = r.time()
+    if beat_age is not None:
+        r.hset(keys.LAST_BEAT, identity, str(int(seconds) - beat_age))
+    r.hset(keys.process(identity), mapping=fields)
+    r.expire(keys.process(identity), 60)
+    r.sadd(keys.PROCESSES, identity)
+
+
+def plant_work(
+    r: redis.Redis, identity: str, thread: str, payload: dict[str, Any], run_at: int
+) -> None:
+    entry = {"queue": payload["queue"], "payload": payload, "run_at": run_at}
+    r.hset(keys.workers(identity), thread, json.dumps(entry))
+
+
+# -- reading pages ---------------------------------------------------------------------------
+
+
+def inner_html(html: str, element_id: str) -> str:
+    """The content of the element with ``id`` (counting nested tags of its name)."""
+    opening = re.search(rf'<(\w+)[^>]*\bid="{re.escape(element_id)}"[^>]*>', html)
+    assert opening is not None, f"no element #{element_id}"
+    tag = opening.group(1)
+    depth, position = 1, opening.end()
+    pattern = re.compile(rf"<(/?){tag}\b[^>]*>")
+    while depth:
+        found = pattern.search(html, position)
+        assert found is not None, f"#{element_id} is not closed"
+        depth += -1 if found.group(1) else 1
+        position = found.end()
+    return html[opening.end() : found.start()]
+
+
+@dataclass
+class Field:
+    name: str
+    value: str
+    disabled: bool = False
+    get_only: bool = False
+    post_only: bool = False
+
+
+@dataclass
+class Form:
+    method: str
+    action: str
+    hx_post: str | None
+    confirm: str | None
+    button: str
+    fields: list[Field] = field(default_factory=list)
+
+    def values(self) -> dict[str, str]:
+        return {f.name: f.value for f in self.fields}
+
+
+class _FormReader(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.forms: list[Form] = []
+        self._open: Form | None = None
+        self._in_button = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form":
+            self._open = Form(
+                method=(found.get("method") or "get").lower(),
+                action=found.get("action") or "",
+                hx_post=found.get("hx-post"),
+                confirm=found.get("data-cw-confirm"),
+                button="",
+            )
+        elif tag == "input" and self._open is not None and found.get("name"):
+            self._open.fields.append(
+                Field(
+                    str(found["name"]),
+                    found.get("value") or "",
+                    disabled="disabled" in found,
+                    get_only="data-cw-get-only" in found,
+                    post_only="data-cw-post-only" in found,
+                )
+            )
+        elif tag == "button" and self._open is not None:
+            self._in_button = True
+
+    def handle_data(self, data: str) -> None:
+        if self._in_button and self._open is not None:
+            self._open.button += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "button":
+            self._in_button = False
+        elif tag == "form" and self._open is not None:
+            self.forms.append(self._open)
+            self._open = None
+
+
+def forms(html: str) -> list[Form]:
+    reader = _FormReader()
+    reader.feed(html)
+    return reader.forms
+
+
+def form_with(html: str, button: str, action_part: str = "") -> Form:
+    """The one form whose button reads ``button`` and whose action contains ``action_part``."""
+    found = [
+        f
+        for f in forms(html)
+        if f.button.strip() == button and action_part in (f.hx_post or f.action)
+    ]
+    assert len(found) == 1, f"{len(found)} forms with button {button!r} and {action_part!r}"
+    return found[0]
+
+
+def submit(client: TestClient, form: Form, *, js: bool) -> httpx.Response:
+    """Send ``form`` as the page's script does (``js``) or as a browser without it does."""
+    if js:
+        assert form.hx_post is not None
+        data = [(f.name, f.value) for f in form.fields if not f.get_only]
+        return post(client, form.hx_post, data, hx=True)
+    data = [(f.name, f.value) for f in form.fields if not f.disabled]
+    if form.method == "get":
+        return client.get(form.action, params=data)
+    return post(client, form.action, data)
