@@ -1,7 +1,9 @@
 """The ``cogworker`` command, run as a real subprocess.
 
 Every mistake in a flag, the config file or the app module must end the process with a
-non-zero status and exactly one ``cogworker: ...`` line on stderr, never a traceback. Flags
+non-zero status and exactly one ``cogworker: ...`` line on stderr, never a traceback; a value
+is never bent into another (a bad queue weight or an unknown config key is such a mistake).
+Where flags may be placed is tested in test_cli_options.py. Flags
 win over the config file; ``-L`` and ``--log-level`` shape the log; ``-r file.py`` registers
 jobs under both module spellings.
 """
@@ -69,6 +71,8 @@ FILES = {
     "bad_yaml.yml": "concurrency: [1\nqueues: {\n",
     "unset_var.yml": "concurrency: ${COGTEST_UNSET_VARIABLE}\n",
     "not_a_mapping.yml": "- default\n- low\n",
+    "typo.yml": "concurrency: 5\nconcurency: 50\n",
+    "bad_weight.yml": "queues:\n  - critical,2\n  - default,0\n",
 }
 
 
@@ -155,6 +159,9 @@ ERRORS = [
     pytest.param(["run", "-r", "cli_jobs", "-t", "-1"], "timeout", id="timeout-negative"),
     pytest.param(["run", "-r", "cli_jobs", "--log-level", "LOUD"], "log-level", id="log-level"),
     pytest.param(["run", "-r", "cli_jobs", "-q", ","], "queue name", id="empty-queue"),
+    pytest.param(["run", "-r", "cli_jobs", "-q", "default,0"], "'default,0'", id="weight-0"),
+    pytest.param(["-r", "cli_jobs", "-q", "a,b,c"], "'a,b,c'", id="weight-not-a-number"),
+    pytest.param(["-c", "3", "stats"], "-c/--concurrency does not apply to stats", id="c-stats"),
     pytest.param(["run"], "-r", id="run-missing-r"),
     pytest.param([], "-r", id="plain-missing-r"),
     pytest.param(["run", "-r", "no_such_app_module"], "no_such_app_module", id="missing-module"),
@@ -174,6 +181,14 @@ ERRORS = [
         ["run", "-r", "cli_jobs", "-C", "not_a_mapping.yml"], "mapping", id="file-not-mapping"
     ),
     pytest.param(["run", "-r", "cli_jobs", "-C", "no_such.yml"], "no_such.yml", id="no-file"),
+    pytest.param(
+        ["run", "-r", "cli_jobs", "-C", "typo.yml"],
+        "unknown key 'concurency' (did you mean 'concurrency'?)",
+        id="file-unknown-key",
+    ),
+    pytest.param(
+        ["run", "-r", "cli_jobs", "-C", "bad_weight.yml"], "'default,0'", id="file-weight-0"
+    ),
     pytest.param(
         ["run", "-r", "cli_jobs", "-L", "no_such_dir/worker.log"], "worker.log", id="bad-logfile"
     ),
