@@ -268,6 +268,35 @@ def test_refused_with_one_line(
 # -- the contract with the admin commands ---------------------------------------------------------
 
 
+CLEAR_MAIL = ["queues", "clear", "mail"]
+
+
+def test_redis_url_before_an_admin_command_picks_its_redis(
+    app_dir: Path, redis_url: str, r: redis.Redis, redis_server_factory: Callable[..., RedisServer]
+) -> None:
+    """``cogworker --redis-url X queues clear q`` clears q on X, not on ``$REDIS_URL``'s."""
+    private = redis_server_factory()
+    client = redis.Redis.from_url(private.url, decode_responses=True)
+    try:
+        for server in (r, client):
+            server.sadd(keys.QUEUES, "mail")
+            server.lpush(keys.queue("mail"), '{"class":"A","args":[],"jid":"j1","queue":"mail"}')
+        result = subprocess.run(
+            [sys.executable, "-m", "cogworker", "--redis-url", private.url, *CLEAR_MAIL],
+            cwd=app_dir,
+            env=clean_env(redis_url),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert result.returncode == 0, result.stderr
+        assert client.llen(keys.queue("mail")) == 0
+        assert r.llen(keys.queue("mail")) == 1  # the $REDIS_URL server is untouched
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def probe() -> Iterator[CliRunner]:
     """A stand-in admin command that shows what the group passed on to it."""
