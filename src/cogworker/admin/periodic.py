@@ -31,7 +31,7 @@ def periodic_command(redis_url: str | None, as_json: bool) -> None:
         rows.append(
             [
                 entry.pjid[:12],
-                entry.cron,
+                entry.cron or "-",
                 entry.job,
                 entry.queue,
                 when(entry.last_slot),
