@@ -582,8 +582,8 @@ def test_stale_members_are_removed_while_iterating(r: redis.Redis, client: redis
 def test_stale_members_seen_before_an_early_stop_are_removed_too(
     r: redis.Redis, client: redis.Redis
 ) -> None:
-    """G106: the member is removed when iteration reaches it, even if the caller stops early
-    (``find`` returns at the first match)."""
+    """A stale member is removed as soon as iteration reaches it, even if the caller stops
+    early (``find`` returns at the first match)."""
     r.sadd(keys.PROCESSES, "a-gone:1:bbbbbbbbbbbb")  # sorts before the live one
     seed_process(r, "b-live:1:aaaaaaaaaaaa", busy="0", quiet="false")
 
