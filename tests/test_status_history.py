@@ -91,6 +91,22 @@ class FailJob(cogworker.Job, retry=False):
         raise RuntimeError(f"broken: {marker}")
 
 
+class FailsOnceJob(cogworker.Job, retry=2):
+    """Stores a field every run; the first run reports progress, then fails."""
+
+    name = "SH::FailsOnce"
+
+    @classmethod
+    def retry_in(cls, count, error, job):
+        return 0  # retried at the scheduler's next poll
+
+    def perform(self, marker):
+        status.store(self.jid, kept="mine")
+        if _redis().incr(f"test:runs:{marker}") == 1:
+            status.at(self.jid, 30, "first try")
+            raise ValueError("the first try fails")
+
+
 def _down_a(depth):
     if depth <= 0:
         raise RuntimeError("deep")
@@ -218,8 +234,29 @@ def test_status_retrying_then_failed_for_a_job_with_one_retry(
     assert counter(r, "test:runs:f") == 2
 
 
-def test_status_of_a_failing_job_with_retry_false_is_failed(config: cogworker.Config) -> None:
-    """A20: ``retry: false`` allows no retry, so its first failure is terminal: ``failed``."""
+def test_a_job_that_failed_once_then_succeeded_shows_no_old_progress_or_error(
+    config: cogworker.Config, r: redis.Redis, redis_url: str, start_worker: StartWorker
+) -> None:
+    status.enable(config, expiration=600)
+    start_worker(redis_url)
+    jid = cogworker.Client(config).push({"class": "SH::FailsOnce", "args": ["once"]})
+    assert jid is not None
+
+    wait_for(lambda: status.status(jid, config=config) == "complete", timeout=20)
+    assert counter(r, "test:runs:once") == 2  # it did fail first
+    done = status_of(config, jid)
+    for field in status.ATTEMPT_FIELDS:  # pct, message, error_class, error_message
+        assert field not in done, field
+    assert done["kept"] == "mine"  # what the job stored itself stays
+    assert (done["class"], done["queue"]) == ("SH::FailsOnce", "default")
+    outcomes = wait_for(lambda: len(runs := history.query(r, jid=jid)[0]) == 2 and runs)
+    assert [run["status"] for run in outcomes] == ["success", "failed"]
+
+
+def test_status_of_a_failing_job_with_retry_false_is_failed(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    """``retry: false`` allows no retry, so the first failure ends the job: ``failed``."""
     from cogworker import testing
 
     class NoRetryJob(cogworker.Job, retry=False):
@@ -229,12 +266,14 @@ def test_status_of_a_failing_job_with_retry_false_is_failed(config: cogworker.Co
             raise RuntimeError(f"broken: {marker}")
 
     status.enable(config, expiration=600)
-    with testing.inline(), pytest.raises(RuntimeError, match="broken: no-retry"):
-        NoRetryJob.perform_async("no-retry")
-    (key,) = config.redis().keys("status:*")
-    fields = status_of(config, key.removeprefix("status:"))
+    with testing.inline():
+        with pytest.raises(RuntimeError, match="broken: no-retry"):
+            NoRetryJob.perform_async("no-retry")
+        ((jid, _),) = testing.memory.statuses.items()
+        fields = status_of(config, jid)
     assert fields["status"] == "failed"
     assert fields["error_class"] == "RuntimeError"
+    assert r.keys("status:*") == []  # kept in memory: inline mode never writes to Redis
 
 
 def test_status_of_an_unknown_job_is_none(config: cogworker.Config) -> None:
@@ -310,6 +349,7 @@ def test_history_records_successes_failures_and_unknown_classes(
     for raw, score in r.zrange(keys.HISTORY_ALL, 0, -1, withscores=True):
         entry = json.loads(raw)
         assert score == entry["finished_at"] >= entry["started_at"]
+        assert entry["duration"] == round((entry["finished_at"] - entry["started_at"]) * 1000)
         assert entry["queue"] == "default"
 
     success = entries[ok]
@@ -608,3 +648,30 @@ def test_query_ignores_malformed_sort_and_filter(
     rows, total = history.query(five, sort=sort, filters=filters)
 
     assert (jids(rows), total) == (["e5", "e4", "e3", "e2", "e1"], 5)
+
+
+def test_record_stores_the_duration_in_whole_milliseconds(r: redis.Redis) -> None:
+    started = time.time() - 1.2345
+    history.record(r, history.Retention(), {"jid": "d", "class": "C"}, "q", started)
+
+    (entry,) = [json.loads(raw) for raw in r.zrange(keys.HISTORY_ALL, 0, -1)]
+    assert isinstance(entry["duration"], int)
+    assert entry["duration"] == history.duration_ms(entry["started_at"], entry["finished_at"])
+    assert 1234 <= entry["duration"] < 60_000
+    assert entry["started_at"] == started  # both stamps stay, in epoch seconds
+
+
+def test_entries_without_a_duration_sort_and_filter_with_those_that_have_one(
+    r: redis.Redis,
+) -> None:
+    older = [timed("old-slow", 10.0, 800), timed("old-fast", 20.0, 40)]  # no "duration" key
+    newer = [timed("new-mid", 30.0, 300), timed("new-slow", 40.0, 900)]
+    for entry in newer:
+        entry["duration"] = history.duration_ms(entry["started_at"], entry["finished_at"])
+    store(r, *older, *newer)
+
+    by_duration = history.query(r, sort=[{"colId": "duration", "sort": "asc"}])
+    assert jids(by_duration[0]) == ["old-fast", "new-mid", "old-slow", "new-slow"]
+    slow = {"duration": {"filterType": "number", "type": "greaterThan", "filter": 500}}
+    assert jids(history.query(r, filters=slow)[0]) == ["new-slow", "old-slow"]
+    assert history.duration_of({"jid": "no stamps"}) == 0

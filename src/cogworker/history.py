@@ -2,32 +2,44 @@
 
     cogworker.history.enable(config, retention_days=30, max_entries=50_000)
 
-Each run is one JSON entry (jid, class, queue, args, status, started_at, finished_at and, for
-failures, error_class, error_message and up to 200 backtrace lines) in
+Each run is one JSON entry (jid, class, queue, args, status, started_at, finished_at, duration
+and, for failures, error_class, error_message and up to 200 backtrace lines) in
 ``cogworker:history:all`` and in ``...:success`` or ``...:failed``, scored by finish time and
 trimmed on every write by age, then by count; daily counters live in
-``cogworker:history:daily:<UTC date>``. Writes are best-effort: they never change a job's fate
-or hide its exception.
+``cogworker:history:daily:<UTC date>``. ``duration`` is whole milliseconds, the unit the History
+tab sorts, filters and shows, computed from the two stamps by ``duration_ms`` (the stamps stay
+epoch seconds); entries written before it existed get the same value from their stamps.
+
+Writes are best-effort: they never change a job's fate or hide its exception, and a job never
+waits for them: the middleware hands each entry to the config's background writer
+(``status.Writer``, shared with job status so both keep their order). In a testing mode the
+entries and counters live in ``testing.memory``, and ``query`` / ``daily_counts`` read them
+from there whatever client they are given.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import redis
 
-from cogworker import failure, keys, redis_errors, wire
+from cogworker import failure, keys, status, testing, wire
 from cogworker.config import Config
 from cogworker.wire import Payload
 
 if TYPE_CHECKING:
+    from redis.client import Pipeline
+
     from cogworker.job import Job
+
+logger = logging.getLogger("cogworker")
 
 SETS = {"all": keys.HISTORY_ALL, "success": keys.HISTORY_SUCCESS, "failed": keys.HISTORY_FAILED}
 MAX_LIMIT = 1000
@@ -42,6 +54,13 @@ class Retention:
     daily_stats_days: int = 400
 
 
+def _check_positive(name: str, value: Any, whole: bool) -> None:
+    kinds = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value > 0:
+        kind = "whole number" if whole else "number"
+        raise ValueError(f"history {name} must be a positive {kind}, got {value!r}")
+
+
 def enable(
     config: Config,
     *,
@@ -50,14 +69,69 @@ def enable(
     daily_stats_retention_days: int = 400,
 ) -> None:
     """Record every run of jobs processed with ``config``."""
+    _check_positive("retention_days", retention_days, whole=False)
+    _check_positive("max_entries", max_entries, whole=True)
+    _check_positive("daily_stats_retention_days", daily_stats_retention_days, whole=True)
     retention = Retention(retention_days, max_entries, daily_stats_retention_days)
     config.server_middleware.add(HistoryMiddleware, config, retention)
+
+
+def duration_ms(started_at: float, finished_at: float) -> int:
+    """A run's ``duration``: whole milliseconds between its two stamps."""
+    return round((finished_at - started_at) * 1000)
 
 
 def _backtrace(error: BaseException) -> list[str]:
     lines = traceback.format_exception(type(error), error, error.__traceback__)
     flat = [line.rstrip("\n") for chunk in lines for line in chunk.splitlines()]
     return [failure.scrub(line, failure.MAX_MESSAGE) for line in flat[-BACKTRACE_LINES:]]
+
+
+def build_entry(
+    job: Payload, queue: str, started_at: float, finished_at: float, error: BaseException | None
+) -> dict[str, Any]:
+    """One run's history entry."""
+    entry: dict[str, Any] = {
+        "jid": job.get("jid"),
+        "class": job.get("class"),
+        "queue": queue,
+        "args": job.get("args", []),
+        "status": "success" if error is None else "failed",
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "duration": duration_ms(started_at, finished_at),
+    }
+    if error is not None:
+        entry["error_class"] = failure.error_class_name(error)
+        entry["error_message"] = failure.error_message(error)
+        entry["backtrace"] = _backtrace(error)
+    return entry
+
+
+def _day(finished_at: float) -> str:
+    return datetime.fromtimestamp(finished_at, UTC).strftime("%Y-%m-%d")
+
+
+def _queue_record(
+    pipe: Pipeline, retention: Retention, member: str, outcome: str, finished_at: float
+) -> None:
+    daily = keys.history_daily(_day(finished_at))
+    for key in (keys.HISTORY_ALL, SETS[outcome]):
+        pipe.zadd(key, {member: finished_at})
+        pipe.zremrangebyscore(key, "-inf", finished_at - retention.days * 86400)
+        pipe.zremrangebyrank(key, 0, -(retention.max_entries + 1))
+    pipe.hincrby(daily, outcome, 1)
+    pipe.expire(daily, retention.daily_stats_days * 86400)
+
+
+def _remember(retention: Retention, member: str, outcome: str, finished_at: float) -> None:
+    """The testing modes' ``_queue_record``: the same trimming, in memory."""
+    memory, cutoff = testing.memory, finished_at - retention.days * 86400
+    with memory.lock:
+        for key in (keys.HISTORY_ALL, SETS[outcome]):
+            memory.add_scored(key, finished_at, member, cutoff, retention.max_entries)
+        counts = memory.daily.setdefault(_day(finished_at), {})
+        counts[outcome] = counts.get(outcome, 0) + 1
 
 
 def record(
@@ -68,32 +142,11 @@ def record(
     started_at: float,
     error: BaseException | None = None,
 ) -> None:
-    """Write one run's entry, trim both sets it lands in, count it for its day."""
+    """Write one run's entry now, trim both sets it lands in, count it for its day."""
     finished_at = wire.now()
-    outcome = "success" if error is None else "failed"
-    entry: dict[str, Any] = {
-        "jid": job.get("jid"),
-        "class": job.get("class"),
-        "queue": queue,
-        "args": job.get("args", []),
-        "status": outcome,
-        "started_at": started_at,
-        "finished_at": finished_at,
-    }
-    if error is not None:
-        entry["error_class"] = failure.error_class_name(error)
-        entry["error_message"] = failure.error_message(error)
-        entry["backtrace"] = _backtrace(error)
-    member = wire.dumps(entry)
-    day = datetime.fromtimestamp(finished_at, UTC).strftime("%Y-%m-%d")
-    daily = keys.history_daily(day)
+    entry = build_entry(job, queue, started_at, finished_at, error)
     pipe = client.pipeline(transaction=False)
-    for key in (keys.HISTORY_ALL, SETS[outcome]):
-        pipe.zadd(key, {member: finished_at})
-        pipe.zremrangebyscore(key, "-inf", finished_at - retention.days * 86400)
-        pipe.zremrangebyrank(key, 0, -(retention.max_entries + 1))
-    pipe.hincrby(daily, outcome, 1)
-    pipe.expire(daily, retention.daily_stats_days * 86400)
+    _queue_record(pipe, retention, wire.dumps(entry), entry["status"], finished_at)
     pipe.execute()
 
 
@@ -115,27 +168,97 @@ class HistoryMiddleware:
     def _record(
         self, job: Payload, queue: str, started_at: float, error: BaseException | None
     ) -> None:
+        finished_at, jid = wire.now(), str(job.get("jid"))
         try:
-            record(self.config.redis(), self.retention, job, queue, started_at, error)
-        except (redis.RedisError, ValueError, TypeError) as write_error:
-            redis_errors.reporter.report("History", write_error)
+            entry = build_entry(job, queue, started_at, finished_at, error)
+            member = wire.dumps(entry)
+        except (ValueError, TypeError) as build_error:
+            logger.error(
+                "History: %s: %s; no entry for jid=%s", type(build_error).__name__, build_error, jid
+            )
+            return
+        outcome, retention = entry["status"], self.retention
+        if testing.active():
+            _remember(retention, member, outcome, finished_at)
+            return
+        status.writer(self.config).submit(
+            "History",
+            jid,
+            self.config.redis(),
+            lambda pipe: _queue_record(pipe, retention, member, outcome, finished_at),
+        )
 
 
 # -- reading ---------------------------------------------------------------------------------
+
+
+class _RedisSource:
+    """Where ``query`` and ``daily_counts`` read outside the testing modes."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def size(self, key: str) -> int:
+        return int(self.client.zcard(key))
+
+    def page(self, key: str, start: int, stop: int, descending: bool) -> list[str]:
+        fetch = self.client.zrevrange if descending else self.client.zrange
+        return [str(raw) for raw in fetch(key, start, stop)]
+
+    def days(self, dates: list[str]) -> list[dict[str, Any]]:
+        pipe = self.client.pipeline(transaction=False)
+        for date in dates:
+            pipe.hgetall(keys.history_daily(date))
+        return list(pipe.execute())
+
+
+class _MemorySource:
+    """The same reads from ``testing.memory``."""
+
+    def size(self, key: str) -> int:
+        return len(testing.memory.scored(key))
+
+    def page(self, key: str, start: int, stop: int, descending: bool) -> list[str]:
+        members = testing.memory.scored(key)
+        return (members[::-1] if descending else members)[start : stop + 1]
+
+    def days(self, dates: list[str]) -> list[dict[str, Any]]:
+        with testing.memory.lock:
+            return [dict(testing.memory.daily.get(date, {})) for date in dates]
+
+
+_Source = _RedisSource | _MemorySource
+
+
+def _source(client: redis.Redis) -> _Source:
+    return _MemorySource() if testing.active() else _RedisSource(client)
 
 
 def daily_counts(client: redis.Redis, days: int = 30, now: float | None = None) -> dict[str, Any]:
     """``{"YYYY-MM-DD": {"success": n, "failed": n}}`` for the last ``days`` UTC days."""
     today = datetime.fromtimestamp(time.time() if now is None else now, UTC).date()
     dates = [(today - timedelta(days=offset)).isoformat() for offset in range(days)]
-    pipe = client.pipeline(transaction=False)
-    for date in dates:
-        pipe.hgetall(keys.history_daily(date))
     return {
         date: {"success": int(found.get("success", 0)), "failed": int(found.get("failed", 0))}
-        for date, found in zip(dates, pipe.execute(), strict=True)
+        for date, found in zip(dates, _source(client).days(dates), strict=True)
         if found
     }
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def duration_of(entry: dict[str, Any]) -> int:
+    """The entry's ``duration`` in ms; for an entry without one, the same from its stamps
+    (``duration_ms``); 0 if it has neither."""
+    stored = entry.get("duration")
+    if _number(stored):
+        return round(stored)
+    started, finished = entry.get("started_at"), entry.get("finished_at")
+    if _number(started) and _number(finished):
+        return duration_ms(started, finished)
+    return 0
 
 
 def _column(entry: dict[str, Any], column: str) -> Any:
@@ -144,10 +267,7 @@ def _column(entry: dict[str, Any], column: str) -> Any:
         value = entry.get("finished_at")
         return float(value) if isinstance(value, int | float) else 0.0
     if column == "duration":
-        started, finished = entry.get("started_at"), entry.get("finished_at")
-        if isinstance(started, int | float) and isinstance(finished, int | float):
-            return round((finished - started) * 1000)
-        return 0
+        return duration_of(entry)
     if column == "args":
         return wire.dumps(entry.get("args", []))
     if column == "error":
@@ -272,14 +392,14 @@ def query(
         if isinstance(item, dict) and item.get("colId") in COLUMNS:
             column, descending = str(item["colId"]), item.get("sort") != "asc"
             break
+    source = _source(client)
     if not jid and not filter_map and column == "finished_at":
-        total = int(client.zcard(key))
+        total = source.size(key)
         if limit == 0:
             return [], total
-        fetch = client.zrevrange if descending else client.zrange
-        raws = fetch(key, offset, offset + limit - 1)
+        raws = source.page(key, offset, offset + limit - 1, descending)
         return [_entry(raw) for raw in raws], total
-    matched = [entry for entry in _scan(client, key, jid) if _matches(entry, filter_map or {})]
+    matched = [entry for entry in _scan(source, key, jid) if _matches(entry, filter_map or {})]
     matched.sort(key=lambda entry: _column(entry, column), reverse=descending)
     return matched[offset : offset + limit], len(matched)
 
@@ -292,12 +412,12 @@ def _entry(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"raw": str(raw)}
 
 
-def _scan(client: redis.Redis, key: str, jid: str | None) -> list[dict[str, Any]]:
+def _scan(source: _Source, key: str, jid: str | None) -> list[dict[str, Any]]:
     """Every entry of ``key``, newest first, read in chunks; cheap pre-filter by jid."""
     needle = f'"jid":{wire.dumps(jid)}' if jid else None
     found, start = [], 0
     while True:
-        raws = client.zrevrange(key, start, start + SCAN_CHUNK - 1)
+        raws = source.page(key, start, start + SCAN_CHUNK - 1, descending=True)
         for raw in raws:
             if needle is not None and needle not in raw:
                 continue

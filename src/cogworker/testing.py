@@ -25,6 +25,7 @@ same functions read Redis again.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import threading
 import time
@@ -50,22 +51,19 @@ class EmptyQueueError(LookupError):
 
 
 class Memory:
-    """What the shipped middleware keeps here instead of Redis while a mode is on.
-
-    Hold ``lock`` while reading or changing the tables. Expiry times are epoch seconds,
-    checked when an entry is read, as Redis would have dropped it by then.
-    """
+    """What the shipped middleware keeps here instead of Redis while a mode is on, with the
+    semantics of the Redis structures it stands for. Expiry times are epoch seconds, checked
+    on reading (Redis would have dropped the entry by then)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.unique_locks: dict[str, tuple[str, float]] = {}  # key -> (owner jid, expires)
         self.statuses: dict[str, tuple[dict[str, str], float]] = {}  # jid -> (fields, expires)
-        # history set key -> [(finished_at, entry JSON)], oldest first; UTC day -> counts
-        self.history: dict[str, list[tuple[float, str]]] = {}
-        self.daily: dict[str, dict[str, int]] = {}
+        self.history: dict[str, list[tuple[float, str]]] = {}  # set -> (score, member), sorted
+        self.daily: dict[str, dict[str, int]] = {}  # UTC day -> outcome -> count
 
     def take_lock(self, key: str, owner: str, ttl: float) -> bool:
-        """Take ``key`` for ``owner`` unless another unexpired owner holds it."""
+        """SET NX EX: take ``key`` for ``owner`` unless an unexpired owner holds it."""
         now = time.time()
         with self.lock:
             held = self.unique_locks.get(key)
@@ -80,6 +78,33 @@ class Memory:
             held = self.unique_locks.get(key)
             if held is not None and held[0] == owner:
                 del self.unique_locks[key]
+
+    def status(self, jid: str) -> dict[str, str] | None:
+        with self.lock:
+            found = self.statuses.get(jid)
+            return dict(found[0]) if found is not None and found[1] > time.time() else None
+
+    def save_status(
+        self, jid: str, values: dict[str, str], ttl: float, clear: tuple[str, ...] = ()
+    ) -> None:
+        """HDEL ``clear``, HSET ``values``, EXPIRE ``ttl``."""
+        with self.lock:
+            fields = self.status(jid) or {}
+            for name in clear:
+                fields.pop(name, None)
+            self.statuses[jid] = ({**fields, **values}, time.time() + ttl)
+
+    def add_scored(self, key: str, score: float, member: str, after: float, last: int) -> None:
+        """ZADD, then keep only the members scored above ``after``, then the ``last`` ones."""
+        with self.lock:
+            entries = self.history.setdefault(key, [])
+            bisect.insort(entries, (score, member))  # Redis's order: score, then member
+            entries[:] = [item for item in entries if item[0] > after][-last:]
+
+    def scored(self, key: str) -> list[str]:
+        """ZRANGE 0 -1: the members, lowest score first."""
+        with self.lock:
+            return [member for _, member in self.history.get(key, [])]
 
     def forget(self) -> None:
         with self.lock:
