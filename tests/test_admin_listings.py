@@ -167,3 +167,21 @@ def test_queues_delete_by_jid_and_by_pseudo_jid(
     line = one_line_error(cli(redis_url, "queues", "delete", "default", "nope"))
     assert "no job 'nope' on queue default" in line
     assert "unknown queue" in one_line_error(cli(redis_url, "queues", "delete", "ghost", "x"))
+
+
+def test_a_queue_named_with_invalid_bytes_lists_and_pauses(r: redis.Redis, redis_url: str) -> None:
+    r.sadd(keys.QUEUES, b"bad\xff", "default")
+    r.lpush(b"cogworker:queue:bad\xff", wire.dumps(job(queue="bad")))
+    on = f"on {redacted_url(redis_url)}"
+
+    table = rows(ok(cli(redis_url, "queues")))
+    shown = json.loads(ok(cli(redis_url, "stats", "--json")))
+    paused = ok(cli(redis_url, "queues", "pause", "bad\udcff")).strip()  # argv bytes b"bad\xff"
+
+    assert [row[:2] for row in table[1:]] == [["bad\ufffd", "1"], ["default", "0"]]
+    assert [queue["name"] for queue in shown["queues"]] == ["bad\ufffd", "default"]
+    assert paused == f"paused queue bad\ufffd {on}"
+    assert r.sismember(keys.PAUSED_QUEUES, b"bad\xff")
+    assert "unknown queue 'ba\ufffd'" in one_line_error(
+        cli(redis_url, "queues", "pause", "ba\udcff")
+    )

@@ -77,13 +77,13 @@ def _print(found: api.Explanation) -> None:
         for reason in found.reasons:
             click.echo(f"  - {cell(reason.text)}")
     if found.status:
-        fields = ", ".join(f"{k}={short(v, 60)}" for k, v in sorted(found.status.items()))
+        fields = ", ".join(f"{cell(k)}={short(v, 60)}" for k, v in sorted(found.status.items()))
         click.echo(f"status: {fields}")
     if found.runs:
         click.echo("runs (newest first):")
         for run in found.runs[:10]:
             error = f"  {short(run.error, 60)}" if run.error else ""
-            click.echo(f"  {run.status:<8} {when(run.finished_at)}{error}")
+            click.echo(cell(f"  {run.status:<8} {when(run.finished_at)}{error}"))
     scanned = ", ".join(f"{printable(key)} {count}" for key, count in found.scanned.items())
     click.echo(f"searched (entries read): {scanned}")
 

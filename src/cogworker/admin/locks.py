@@ -62,12 +62,14 @@ def release_lock(where: Target, digest: str | None, jid: str | None) -> None:
         if not released:
             raise NotFound(f"no unique lock is owned by {printable(str(jid))!r}")
         for lock in released:
-            click.echo(f"released {lock.key} (owner {printable(str(jid))}) on {where.url}")
+            shown = f"{printable(lock.key)} (owner {printable(str(jid))})"
+            click.echo(f"released {shown} on {where.url}")
         return
     (lock,) = read_locks(where.client, [digest_of(digest)])
     outcome = api.release_lock(where.client, digest, owner=jid)
     if outcome is api.Release.RELEASED:
-        click.echo(f"released {lock.key} (owner {printable(str(lock.owner))}) on {where.url}")
+        shown = f"{printable(lock.key)} (owner {printable(str(lock.owner))})"
+        click.echo(f"released {shown} on {where.url}")
         return
     if outcome is api.Release.NOT_HELD:
         raise NotFound(f"no unique lock {printable(lock.key)}")

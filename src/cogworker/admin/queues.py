@@ -47,7 +47,8 @@ def queues_group(ctx: click.Context, /, redis_url: str | None, as_json: bool) ->
 def known_queue(where: Target, name: str) -> api.Queue:
     known = api.queue_names(where.client)
     if name not in known:
-        raise NotFound(f"unknown queue {printable(name)!r} (known: {', '.join(known) or 'none'})")
+        listed = printable(", ".join(known)) or "none"
+        raise NotFound(f"unknown queue {printable(name)!r} (known: {listed})")
     return api.Queue(where.client, name)
 
 
