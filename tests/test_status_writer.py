@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -54,6 +57,14 @@ def test_writes_land_in_the_order_they_were_made(config: cogworker.Config, r: re
     assert status.flush(config, timeout=10)
     fields = r.hgetall(keys.status("ordered"))
     assert (fields["message"], fields["pct"], fields["last"]) == ("step 499", "99", "yes")
+
+
+def test_a_process_reads_back_what_it_wrote(config: cogworker.Config) -> None:
+    for n in range(50):
+        status.store("mine", config=config, n=n)
+        assert status.get("mine", config=config) == {"n": str(n)}  # not a write behind
+    status.at("mine", 5, config=config)
+    assert status.status("mine", config=config) == "working"
 
 
 def test_status_and_history_share_one_queue_and_its_order(
@@ -192,3 +203,27 @@ def test_enable_refuses_bad_settings_in_one_line(
         enable(config)
     added = (status.StatusServerMiddleware, history.HistoryMiddleware)
     assert not any(middleware in config.server_middleware for middleware in added)
+
+
+EXITING_PRODUCER = """
+import sys
+
+import cogworker
+from cogworker import status
+
+config = cogworker.Config(redis_url=sys.argv[1])
+for n in range(200):
+    status.at("exiting", n % 100, f"step {n}", config=config)
+"""
+
+
+def test_writes_still_queued_when_the_process_exits_are_sent(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "producer.py"
+    script.write_text(EXITING_PRODUCER)
+    done = subprocess.run(
+        [sys.executable, str(script), redis_url], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert r.hget(keys.status("exiting"), "message") == "step 199"

@@ -22,12 +22,14 @@ Only a push's ``queued`` write is sent at once (the push has just reached Redis,
 pusher may read it back). What is written while a job runs (its states, ``at``, ``store``,
 ``mark_failed``, its run history) goes through the config's ``Writer``, a thread sending the
 writes in order, so a job never waits for them nor for a Redis that doesn't answer.
-``flush(config)`` waits for them; a stopping worker calls ``close(config)``. In a testing mode
-statuses live in ``testing.memory`` instead.
+``flush(config)`` waits for them; a stopping worker calls ``close(config)``, and an exiting
+process still gives them ``AT_EXIT_WAIT`` seconds. In a testing mode statuses live in
+``testing.memory`` instead.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import logging
 import os
@@ -61,6 +63,7 @@ WRITER_CAPACITY = 10_000  # writes waiting before new ones are dropped
 BATCH = 100  # writes sent per round trip
 IDLE_EXIT = 5.0  # a writer's thread ends after this long with nothing to send
 RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0)  # between attempts while Redis is unavailable
+AT_EXIT_WAIT = 2.0  # what an exiting process still gives its writers
 
 _expirations: weakref.WeakKeyDictionary[Config, int] = weakref.WeakKeyDictionary()
 
@@ -171,11 +174,19 @@ def _failure_fields(job: Payload, error: BaseException, state: str) -> dict[str,
 # -- reading -----------------------------------------------------------------------------------
 
 
+def _caught_up(config: Config | None) -> redis.Redis:
+    """The config's client, once this process's writes queued with it are sent (waiting up to
+    the socket timeout, as the read itself would): a process reads what it wrote."""
+    config = config or default_config()
+    flush(config, config.redis_socket_timeout)
+    return config.redis()
+
+
 def get(jid: str, *, config: Config | None = None) -> dict[str, str] | None:
     """Every status field of the job, or None if it has no (unexpired) status."""
     if testing.active():
         return testing.memory.status(jid)
-    found = (config or default_config()).redis().hgetall(keys.status(jid))
+    found = _caught_up(config).hgetall(keys.status(jid))
     return {str(k): str(v) for k, v in found.items()} or None
 
 
@@ -183,7 +194,7 @@ def status(jid: str, *, config: Config | None = None) -> str | None:
     """The job's state: queued, working, retrying, complete or failed; None if unknown."""
     if testing.active():
         return (testing.memory.status(jid) or {}).get("status")
-    value = (config or default_config()).redis().hget(keys.status(jid), "status")
+    value = _caught_up(config).hget(keys.status(jid), "status")
     return str(value) if value is not None else None
 
 
@@ -388,6 +399,19 @@ def close(config: Config, timeout: float = 5.0) -> None:
         found = _writers.pop(config, None)
     if found is not None:
         found.close(timeout)
+
+
+def _close_all() -> None:
+    """At interpreter exit, for a process that didn't call ``close``: send what waits."""
+    with _writers_lock:
+        found = list(_writers.values())
+        _writers.clear()
+    deadline = time.monotonic() + AT_EXIT_WAIT
+    for each in found:
+        each.close(max(deadline - time.monotonic(), 0.0))
+
+
+atexit.register(_close_all)
 
 
 def _forget_writers() -> None:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 
 _ran_inline = threading.local()
-"""``jid``: the last job whose run ended on this thread in a testing mode keeping its lock."""
+"""``jid``: the last job whose run on this thread, in a testing mode, failed with retries left
+and so keeps its lock (the failure that then leaves its inline push must not release it)."""
 
 
 class UniqueLockMiddleware:
