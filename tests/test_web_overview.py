@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis
 import web_support
+from runtime_support import cogworker_log_records
 from web_support import (
     HX,
     add_to_set,
@@ -222,6 +223,19 @@ def test_pause_and_resume(client: Any, r: redis.Redis, js: bool) -> None:
     assert not r.sismember(keys.PAUSED_QUEUES, "beta")
     shown = answer.text if js else client.get(answer.headers["location"]).text
     assert "Queue resumed" in shown and form_with(shown, "pause")
+
+
+def test_each_action_is_one_log_line(client: Any, r: redis.Redis) -> None:
+    push(r, "beta", jid="j-1")
+    page = client.get("/overview?layout=b&queue=beta").text
+    with cogworker_log_records() as records:
+        submit(client, form_with(page, "pause"), js=True)
+        submit(client, form_with(page, "delete"), js=True)
+    lines = [record.getMessage() for record in records]
+    assert lines == [
+        "Web: paused queue 'beta': workers take no jobs from it until resumed (from testclient)",
+        "Web: deleted job 'j-1' from queue 'beta': it won't run (from testclient)",
+    ]
 
 
 def test_an_action_from_layout_a_answers_layout_a(client: Any, r: redis.Redis) -> None:

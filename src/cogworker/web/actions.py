@@ -12,6 +12,7 @@ shows a small confirmation page whose form posts there; with JavaScript a dialog
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from cogworker.web import notices, urls
 from cogworker.web.notices import Notice
 from cogworker.web.rendering import is_hx
 from cogworker.web.site import Site
+
+logger = logging.getLogger("cogworker")
 
 MAX_FIELD_BYTES = 32 * 1024 * 1024
 """The largest form field accepted: a job's raw entry is sent whole to delete it."""
@@ -60,6 +63,13 @@ def checked(handler: Handler, request: Request, params: dict[str, Any]) -> Respo
         return handler(request, params)
     except urls.BadParameter as error:
         return PlainTextResponse(f"Bad request: {error}", status_code=400)
+
+
+def audit(request: Request, done: str) -> None:
+    """One log line per action an operator took: what happened and what follows from it.
+    Stored names in ``done`` are written with ``repr`` (no raw newline or undecodable byte)."""
+    client = request.client.host if request.client else "unknown client"
+    logger.info("Web: %s (from %s)", done, client)
 
 
 def text_param(params: dict[str, Any], name: str, *, required: bool = True) -> str:

@@ -2,11 +2,17 @@
 
     cogworker web --port 9292 --host 127.0.0.1 [--redis-url URL] [--root-path /jobs]
 
+Behind a reverse proxy that serves the dashboard under a prefix and strips it before
+forwarding, ``--root-path`` names that prefix so the pages link through it.
+
 This module imports nothing from the ``web`` extra until the command runs, so the CLI loads
 without it and the command can say in one line what is missing.
 """
 
 from __future__ import annotations
+
+import signal
+from typing import NoReturn
 
 import click
 
@@ -32,7 +38,8 @@ def _redis_url(own: str | None) -> str | None:
 @click.option(
     "--root-path",
     default="",
-    help="The prefix a reverse proxy serves the dashboard under (e.g. /jobs).",
+    help="The prefix a reverse proxy serves the dashboard under and strips (e.g. /jobs): "
+    "links carry it.",
 )
 @click.option(
     "--proxy-headers/--no-proxy-headers",
@@ -66,14 +73,19 @@ def web_command(
 
     try:
         config = Config(redis_url=_redis_url(redis_url))
+        logs.setup(config.log_level)
         dashboard = app(config)
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
-    logs.setup(config.log_level)
+    shown = f" (reached through a proxy at {root_path}/)" if root_path else ""
     click.echo(
-        f"cogworker web: serving http://{host}:{port}{root_path}/ "
+        f"cogworker web: serving http://{host}:{port}/{shown} "
         f"on {connection.redacted_url(config.redis_url)} (TERM or Ctrl-C stops it)"
     )
+    # uvicorn shuts down gracefully on TERM / INT, then re-sends the signal to the handler that
+    # was there before it: this one, so the command ends normally once the server is down
+    for name in ("SIGTERM", "SIGINT"):
+        signal.signal(getattr(signal, name), _stopped)
     uvicorn.run(
         dashboard,
         host=host,
@@ -84,3 +96,9 @@ def web_command(
         access_log=False,
         log_level="warning",
     )
+    _stopped()
+
+
+def _stopped(*_: object) -> NoReturn:
+    click.echo("cogworker web: stopped")
+    raise SystemExit(0)

@@ -37,11 +37,14 @@ def is_hx(request: Request) -> bool:
 
 
 def format_latency(seconds: float) -> str:
+    """``405ms``, ``5.3s``, ``12.5m``, then ``2h 04m``, ``169d 09h``."""
     if seconds < 1:
         return f"{round(seconds * 1000)}ms"
     if seconds < 60:
         return f"{seconds:.1f}s"
-    return f"{seconds / 60:.1f}m"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    return format_duration(seconds)
 
 
 def format_duration(seconds: float | None) -> str:

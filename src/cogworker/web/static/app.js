@@ -37,14 +37,14 @@
   /* -- Live and width toggles ------------------------------------------------------------ */
 
   window.cogworkerLiveUpdate = readFlag(LIVE_KEY, true);
+  /* The toggles are buttons with aria-pressed: the label stays, the state shows as pressed. */
   window.cogworkerSetLiveUpdate = function (on) {
     on = !!on;
     window.cogworkerLiveUpdate = on;
     storeFlag(LIVE_KEY, on);
     each(document, "[data-cw-live-toggle]", function (button) {
-      button.textContent = on ? "\u23F8 Live" : "\u25B6 Live";
       button.setAttribute("aria-pressed", on ? "true" : "false");
-      button.title = on ? "Refreshing every few seconds: click to stop" : "Not refreshing: click to refresh live";
+      button.title = on ? "Refreshing this tab live: click to stop" : "Not refreshing: click to refresh live";
     });
   };
 
@@ -56,8 +56,8 @@
     var main = document.getElementById("cw-main");
     if (main) { main.classList.toggle("cw-main--wide", on); }
     each(document, "[data-cw-wide-toggle]", function (button) {
-      button.textContent = on ? "\u26F6 Fixed width" : "\u26F6 Full width";
       button.setAttribute("aria-pressed", on ? "true" : "false");
+      button.title = on ? "Using the full window width: click for a fixed width" : "Click to use the full window width";
     });
   };
 

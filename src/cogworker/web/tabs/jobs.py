@@ -28,7 +28,7 @@ def routes(site: Site) -> Sequence[BaseRoute]:
         counts = [
             ("Enqueued", stats.enqueued, "neutral"),
             ("Running", running, "accent"),
-            ("Scheduled", stats.scheduled_size, "accent"),
+            ("Scheduled", stats.scheduled_size, "accent-2"),
             ("Retrying", stats.retry_size, "warning"),
             ("Dead", stats.dead_size, "danger"),
         ]

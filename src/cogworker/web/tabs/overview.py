@@ -23,6 +23,7 @@ from cogworker.web.actions import (
     Confirmation,
     action,
     after_action,
+    audit,
     confirm_page,
     missing_page,
     page,
@@ -138,28 +139,37 @@ class OverviewTab:
 
     def delete(self, request: Request, params: dict[str, Any]) -> Response:
         queue = queue_of(params)
-        removed = api.Queue(self.site.redis(), queue).delete(text_param(params, "raw"))
+        raw = text_param(params, "raw")
+        removed = api.Queue(self.site.redis(), queue).delete(raw)
+        if removed:
+            jid = record_jid(api.JobRecord(raw))
+            copies = "" if removed == 1 else f" ({removed} copies)"
+            audit(request, f"deleted job {jid!r} from queue {queue!r}{copies}: it won't run")
         shown = notices.notice("job_deleted", removed if removed > 1 else None)
         return self.answer(request, params, queue, shown if removed else notices.notice("job_gone"))
 
     def delete_all(self, request: Request, params: dict[str, Any]) -> Response:
         queue = queue_of(params)
         dropped = api.Queue(self.site.redis(), queue).clear()
+        audit(request, f"deleted all {dropped} jobs of queue {queue!r}: they won't run")
         return self.answer(request, params, queue, notices.notice("queue_cleared", dropped))
 
     def pause(self, request: Request, params: dict[str, Any]) -> Response:
         queue = queue_of(params)
         api.Queue(self.site.redis(), queue).pause()
+        audit(request, f"paused queue {queue!r}: workers take no jobs from it until resumed")
         return self.answer(request, params, queue, notices.notice("queue_paused"))
 
     def resume(self, request: Request, params: dict[str, Any]) -> Response:
         queue = queue_of(params)
         api.Queue(self.site.redis(), queue).resume()
+        audit(request, f"resumed queue {queue!r}: workers take jobs from it again")
         return self.answer(request, params, queue, notices.notice("queue_resumed"))
 
     def retry_all(self, request: Request, params: dict[str, Any]) -> Response:
         queue = queue_of(params)
         moved = queue_actions.retry_all(self.site.redis(), queue)
+        audit(request, f"put {moved} retrying jobs back on queue {queue!r}: they run next")
         shown = (
             notices.notice("retried_all", moved) if moved else notices.notice("nothing_to_retry")
         )

@@ -24,6 +24,7 @@ from cogworker.web.actions import (
     Handler,
     action,
     after_action,
+    audit,
     confirm_page,
     missing_page,
     page,
@@ -35,6 +36,11 @@ from cogworker.web.site import Site, Tab
 from cogworker.web.tabs.workers_data import summary, workers
 
 COMMAND_NOTICES = {"quiet": "quiet_sent", "resume": "resume_sent", "stop": "stop_sent"}
+AFTER = {
+    "quiet": "it finishes its running jobs and takes no new ones",
+    "resume": "it takes jobs again",
+    "stop": "it finishes its running jobs, then exits",
+}
 
 
 class WorkersTab:
@@ -83,8 +89,10 @@ class WorkersTab:
                 shown = notices.notice("process_gone")
             elif process.signal(name) == 0:
                 shown = notices.notice("not_listening")
+                audit(request, f"sent {name} to process {identity!r}, which isn't listening: lost")
             else:
                 shown = notices.notice(COMMAND_NOTICES[name])
+                audit(request, f"sent {name} to process {identity!r}: {AFTER[name]}")
             return after_action(request, shown, lambda n: self.render(request, n), "workers")
 
         return send
@@ -93,6 +101,7 @@ class WorkersTab:
         def send(request: Request, params: dict[str, Any]) -> Response:
             processes = list(api.ProcessSet(self.site.redis()))
             reached = sum(1 for process in processes if process.signal(name) > 0)
+            audit(request, f"sent {name} to {reached} of {len(processes)} live processes")
             if not processes:
                 shown = notices.notice("no_processes")
             else:

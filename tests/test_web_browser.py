@@ -1,0 +1,242 @@
+"""A smoke test in a real browser: Debian's Chromium driven by Playwright, against the
+dashboard served by uvicorn on 127.0.0.1 and the test Redis. Each page loads with JavaScript
+on and off without a console error and without a request leaving 127.0.0.1; actions work in
+place with JavaScript and through the confirmation page without it; Live refreshes a tab;
+times show in the browser's zone. Screenshots of each page, light and dark, are saved under
+``$COGWORKER_SCREENSHOTS`` (else a temporary directory, printed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import uvicorn
+from conftest import wait_for
+from playwright.sync_api import Browser, Page, sync_playwright
+from web_support import make_dash, plant_process, plant_work, push
+
+import cogworker
+from cogworker import keys, wire
+from cogworker.redis_server import free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+JUNE_15_NOON = 1781524800.0  # 2026-06-15 12:00:00 UTC
+PAGES = {
+    "overview-a": "/overview?layout=a",
+    "overview-b": "/overview?layout=b&queue=default",
+    "workers": "/workers",
+    "jobs": "/jobs",
+    "confirm": "/overview/default/delete_all?queue=default&layout=b",
+}
+
+
+@dataclass
+class Served:
+    base: str
+    port: int
+
+
+@pytest.fixture
+def served(config: cogworker.Config) -> Iterator[Served]:
+    """The dashboard under uvicorn in a thread (Live refreshes every second)."""
+    dashboard = make_dash(config, live_update_interval=1)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(dashboard, host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=15)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", port)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        dashboard.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("COGWORKER_SCREENSHOTS")
+    directory = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"screenshots in {directory}")
+    return directory
+
+
+@dataclass
+class Watched:
+    """A page whose console errors and non-local requests are recorded (the latter blocked)."""
+
+    page: Page
+    errors: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+
+def open_page(browser: Browser, served: Served, *, js: bool, scheme: str = "light") -> Watched:
+    context = browser.new_context(
+        java_script_enabled=js,
+        color_scheme=scheme,  # type: ignore[arg-type]
+        timezone_id="Etc/GMT+5",
+        viewport={"width": 1280, "height": 800},
+    )
+    page = context.new_page()
+    watched = Watched(page)
+    page.on("console", lambda m: watched.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda error: watched.errors.append(str(error)))
+
+    def route(request_route: Any) -> None:
+        url = request_route.request.url
+        watched.requests.append(url)
+        if url.startswith(served.base + "/"):
+            request_route.continue_()
+        else:
+            watched.foreign.append(url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    return watched
+
+
+def seed(r: redis.Redis) -> None:
+    r.set(keys.STATS_PROCESSED, 48_213)
+    r.set(keys.STATS_FAILED, 37)
+    push(r, "default", jid="a" * 24, args=[1, "two", {"three": 3}], enqueued_at=JUNE_15_NOON)
+    for number in range(6):
+        push(r, "default", args=[number], **{"class": "Billing::Invoice"})
+    push(r, "mailers", **{"class": "Mail::Deliver"}, args=["x@example.org"])
+    push(r, "low priority/batch", args=[])
+    r.sadd(keys.PAUSED_QUEUES, "mailers")
+    r.lpush(keys.queue("default"), "{not json")
+    r.zadd(keys.RETRY, {wire.dumps({"class": "R", "jid": "r1", "queue": "default"}): 1e10})
+    r.zadd(keys.DEAD, {wire.dumps({"class": "D", "jid": "d1", "queue": "mailers"}): 1})
+    plant_process(r, "web-1:4242:0123456789ab", concurrency=10, queues=["default", "mailers"])
+    plant_process(r, "web-2:4343:ba9876543210", concurrency=5, quiet=True, rss_kb=None)
+    started = int(time.time()) - 75
+    payload = {"class": "Billing::Invoice", "jid": "b" * 24, "queue": "default", "args": [7]}
+    plant_work(r, "web-1:4242:0123456789ab", "tid-1", payload, started)
+
+
+@pytest.mark.parametrize("js", [True, False], ids=["js", "no-js"])
+def test_every_page_loads_cleanly_and_stays_local(
+    browser: Browser, served: Served, r: redis.Redis, shots: Path, js: bool
+) -> None:
+    seed(r)
+    for scheme in ("light", "dark"):
+        watched = open_page(browser, served, js=js, scheme=scheme)
+        page = watched.page
+        for name, path in PAGES.items():
+            answer = page.goto(served.base + path)
+            assert answer is not None and answer.status == 200, path
+            page.wait_for_load_state("load")
+            # the script shows the Live toggle; without it the toggle stays hidden
+            assert page.is_visible("[data-cw-live-toggle]") is js
+            suffix = "" if js else "-nojs"
+            page.screenshot(path=str(shots / f"{name}-{scheme}{suffix}.png"), full_page=True)
+        assert watched.errors == []
+        assert watched.foreign == []
+        assert all(url.startswith(served.base) for url in watched.requests)
+        watched.page.context.close()
+
+
+def test_times_show_in_the_browsers_zone(browser: Browser, served: Served, r: redis.Redis) -> None:
+    push(r, "default", enqueued_at=JUNE_15_NOON)
+    watched = open_page(browser, served, js=True)
+    watched.page.goto(served.base + "/overview?layout=b")
+    shown = watched.page.locator("time[data-cw-time]").first
+    wait_for(lambda: shown.inner_text() == "2026-06-15 07:00:00")
+    watched.page.context.close()
+    plain = open_page(browser, served, js=False)
+    plain.page.goto(served.base + "/overview?layout=b")
+    assert plain.page.locator("time[data-cw-time]").first.inner_text() == "2026-06-15 12:00:00"
+    plain.page.context.close()
+
+
+def test_actions_work_in_place_with_javascript(
+    browser: Browser, served: Served, r: redis.Redis, shots: Path
+) -> None:
+    for _ in range(3):
+        push(r, "default")
+    watched = open_page(browser, served, js=True)
+    page = watched.page
+    page.goto(served.base + "/overview?layout=b&queue=default")
+    page.click("button:text-is('pause')")
+    page.wait_for_selector("button:text-is('resume')")
+    assert r.sismember(keys.PAUSED_QUEUES, "default")
+    assert page.url.endswith("/overview?layout=b&queue=default")
+    page.click("button:text-is('delete all')")
+    dialog = page.locator("#cw-confirm")
+    wait_for(dialog.is_visible)
+    assert "Delete all 3 jobs waiting on queue default?" in dialog.inner_text()
+    page.screenshot(path=str(shots / "confirm-dialog-light.png"))
+    page.click("#cw-confirm button:text-is('Cancel')")
+    wait_for(lambda: not dialog.is_visible())
+    assert r.llen(keys.queue("default")) == 3
+    page.click("button:text-is('delete all')")
+    page.click("#cw-confirm [data-cw-confirm-ok]")
+    page.wait_for_selector("text=This queue is empty.")
+    assert r.llen(keys.queue("default")) == 0
+    assert page.url.endswith("/overview?layout=b&queue=default")
+    assert watched.errors == [] and watched.foreign == []
+    page.context.close()
+
+
+def test_actions_work_without_javascript(browser: Browser, served: Served, r: redis.Redis) -> None:
+    for _ in range(2):
+        push(r, "default")
+    watched = open_page(browser, served, js=False)
+    page = watched.page
+    page.goto(served.base + "/overview?layout=b&queue=default")
+    page.click("button:text-is('delete all')")
+    page.wait_for_selector("text=Delete all 2 jobs waiting on queue default?")
+    assert r.llen(keys.queue("default")) == 2
+    page.click("button:text-is('Delete all')")
+    page.wait_for_selector("text=Deleted 2 jobs of the queue.")
+    assert r.llen(keys.queue("default")) == 0
+    assert page.url.endswith("/overview?layout=b&queue=default")
+    page.context.close()
+
+
+def test_live_refreshes_the_tab_until_switched_off(
+    browser: Browser, served: Served, r: redis.Redis
+) -> None:
+    push(r, "default")
+    watched = open_page(browser, served, js=True)
+    page = watched.page
+    page.goto(served.base + "/overview?layout=a")
+    toggle = page.locator("[data-cw-live-toggle]")
+    assert toggle.get_attribute("aria-pressed") == "true"
+    push(r, "arrived-later")
+    page.wait_for_selector("a:text-is('arrived-later')", timeout=10_000)
+    toggle.click()
+    assert toggle.get_attribute("aria-pressed") == "false"
+    assert page.evaluate("window.cogworkerLiveUpdate") is False
+    assert page.evaluate("window.localStorage.getItem('cogworkerLiveUpdate')") == "false"
+    wide = page.locator("[data-cw-wide-toggle]")
+    wide.click()
+    assert wide.get_attribute("aria-pressed") == "true"
+    assert page.locator("#cw-main.cw-main--wide").count() == 1
+    page.goto(served.base + "/workers")  # both settings last across pages
+    assert page.locator("[data-cw-live-toggle]").get_attribute("aria-pressed") == "false"
+    assert page.locator("#cw-main.cw-main--wide").count() == 1
+    assert watched.errors == [] and watched.foreign == []
+    page.context.close()
