@@ -269,6 +269,15 @@ def test_history_in_memory_is_trimmed_by_count(cfg: cogworker.Config, r: redis.R
     assert [row["jid"] for row in rows] == [jids[2], jids[1]]
 
 
+def test_record_in_a_mode_writes_to_memory_whatever_client_it_gets(
+    cfg: cogworker.Config, r: redis.Redis, mode: str
+) -> None:
+    with running_in(mode):
+        history.record(r, history.Retention(), {"jid": "direct", "class": "C"}, "q", 1.0)
+        rows, total = history.query(r)
+    assert (total, rows[0]["jid"], rows[0]["queue"]) == (1, "direct", "q")
+
+
 # -- what the memory is tied to ---------------------------------------------------------------
 
 

@@ -13,8 +13,8 @@ epoch seconds); entries written before it existed get the same value from their 
 Writes are best-effort: they never change a job's fate or hide its exception, and a job never
 waits for them: the middleware hands each entry to the config's background writer
 (``status.Writer``, shared with job status so both keep their order). In a testing mode the
-entries and counters live in ``testing.memory``, and ``query`` / ``daily_counts`` read them
-from there whatever client they are given.
+entries and counters live in ``testing.memory``: ``record``, ``query`` and ``daily_counts``
+use it whatever client they are given.
 """
 
 from __future__ import annotations
@@ -145,8 +145,12 @@ def record(
     """Write one run's entry now, trim both sets it lands in, count it for its day."""
     finished_at = wire.now()
     entry = build_entry(job, queue, started_at, finished_at, error)
+    member, outcome = wire.dumps(entry), entry["status"]
+    if testing.active():
+        _remember(retention, member, outcome, finished_at)
+        return
     pipe = client.pipeline(transaction=False)
-    _queue_record(pipe, retention, wire.dumps(entry), entry["status"], finished_at)
+    _queue_record(pipe, retention, member, outcome, finished_at)
     pipe.execute()
 
 
