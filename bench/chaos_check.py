@@ -249,7 +249,11 @@ def load_log_events(directory: Path, procs: dict[int, Proc]) -> list[LogEvent]:
         path = directory / proc.log
         if not path.exists():
             continue
+        in_record = False
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if in_record and line.startswith("    "):
+                continue  # the traceback of a logged record: its first line is judged
+            in_record = _LOG_LINE.match(line) is not None
             event = _log_event(line, proc.pid)
             if event is not None:
                 if event.t == 0.0:

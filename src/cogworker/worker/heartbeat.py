@@ -220,7 +220,7 @@ class Heartbeat:
                     self.manager.while_performing(raw, retake_lock)
                 else:
                     locks.expire_if_owned(self._client, lock, jid, ttl)
-            except (ValueError, redis.RedisError) as error:
+            except (ValueError, RecursionError, redis.RedisError) as error:
                 logger.error(
                     "Heartbeat: couldn't refresh the cron lock of %s: %s", raw[:100], error
                 )
