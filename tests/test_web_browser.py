@@ -164,6 +164,11 @@ def test_times_show_in_the_browsers_zone(browser: Browser, served: Served, r: re
     watched.page.goto(served.base + "/overview?layout=b")
     shown = watched.page.locator("time[data-cw-time]").first
     wait_for(lambda: shown.inner_text() == "2026-06-15 07:00:00")
+    assert watched.page.evaluate("window.COGWORKER_TIME_FORMAT") == "%Y-%m-%d %H:%M:%S"
+    formatted = watched.page.evaluate(
+        "window.cogworkerFormatTime(new Date(Date.UTC(2026, 0, 2, 3, 4, 5)), '%d.%m.%Y %I%p %%')"
+    )
+    assert formatted == "01.01.2026 10PM %"  # 03:04 UTC is 22:04 the day before in UTC-5
     watched.page.context.close()
     plain = open_page(browser, served, js=False)
     plain.page.goto(served.base + "/overview?layout=b")

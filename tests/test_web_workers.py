@@ -285,6 +285,8 @@ def test_a_command_to_a_process_that_is_not_listening_says_so(client: Any, r: re
     nobody = post(client, "/workers/quiet", {"identity": "nobody"})
     assert nobody.status_code == 303 and nobody.headers["location"] == "/workers"
     assert "no longer reporting in" in client.get("/workers").text
+    intake = post(client, "/workers/pause_all")
+    assert intake.status_code == 303 and intake.headers["location"] == "/workers"
     gone = client.get("/workers/stop", params={"identity": "nobody"})
     assert gone.status_code == 404 and "Process not found" in gone.text
     assert all(f.button != "stop" for f in forms(client.get("/workers").text) if not f.confirm)

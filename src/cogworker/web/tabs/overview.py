@@ -32,7 +32,7 @@ from cogworker.web.actions import (
 from cogworker.web.notices import Notice
 from cogworker.web.rendering import is_hx
 from cogworker.web.site import Site, Tab
-from cogworker.web.tabs.overview_data import overview, record_jid
+from cogworker.web.tabs.overview_data import overview
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class OverviewTab:
         raw = text_param(params, "raw")
         removed = api.Queue(self.site.redis(), queue).delete(raw)
         if removed:
-            jid = record_jid(api.JobRecord(raw))
+            jid = api.JobRecord(raw).jid
             copies = "" if removed == 1 else f" ({removed} copies)"
             audit(request, f"deleted job {jid!r} from queue {queue!r}{copies}: it won't run")
         shown = notices.notice("job_deleted", removed if removed > 1 else None)
@@ -201,7 +201,7 @@ class OverviewTab:
         record = api.JobRecord(raw)
         confirmation = Confirmation(
             title="Delete a job",
-            question=f"Delete job {record_jid(record)} ({record.job_class}) from queue {queue}?",
+            question=f"Delete job {record.jid} ({record.job_class}) from queue {queue}?",
             detail="It is removed from the queue and will not run. This can't be undone.",
             button="Delete job",
             action=f"overview/{urls.segment(queue)}/delete",

@@ -3,7 +3,6 @@ and the Redis server's figures."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,20 +77,12 @@ def queue_rows(stats: api.Stats) -> list[QueueRow]:
     ]
 
 
-def record_jid(record: JobRecord) -> str:
-    """The record's jid, or its pseudo-jid computed over the exact stored bytes."""
-    try:
-        return record.jid
-    except UnicodeError:
-        return "unparseable-" + hashlib.sha1(urls.exact_bytes(record.raw)).hexdigest()[:12]
-
-
 def job_row(position: int, record: JobRecord) -> JobRow:
     item = record.item or {}
     stamp = item.get("enqueued_at") or item.get("created_at")
     return JobRow(
         position=position,
-        jid=record_jid(record),
+        jid=record.jid,
         job_class=record.job_class,
         args=record.args,
         enqueued_at=float(stamp) if isinstance(stamp, int | float) else None,
