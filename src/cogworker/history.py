@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -249,18 +249,20 @@ def daily_counts(client: redis.Redis, days: int = 30, now: float | None = None) 
     }
 
 
-def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+_NUMBERS = (int, float)  # exact types: a bool is not a time
 
 
 def duration_of(entry: dict[str, Any]) -> int:
     """The entry's ``duration`` in ms; for an entry without one, the same from its stamps
     (``duration_ms``); 0 if it has neither."""
     stored = entry.get("duration")
-    if _number(stored):
+    if type(stored) is int:
+        return stored
+    if type(stored) is float:
         return round(stored)
-    started, finished = entry.get("started_at"), entry.get("finished_at")
-    if _number(started) and _number(finished):
+    started: Any = entry.get("started_at")
+    finished: Any = entry.get("finished_at")
+    if type(started) in _NUMBERS and type(finished) in _NUMBERS:
         return duration_ms(started, finished)
     return 0
 
