@@ -32,6 +32,7 @@ from cogworker import __version__, admin_cli, config_file, logs, proctitle, regi
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
 from cogworker.registry import AppLoadError, load_app
+from cogworker.web.cli import web_command
 
 __all__ = ["AppLoadError", "WorkerFlags", "build_config", "load_app", "main", "run_worker"]
 
@@ -361,6 +362,7 @@ def demo_command(jobs: int) -> None:
 
 for _admin_command in admin_cli.COMMANDS:
     main_group.add_command(_admin_command)
+main_group.add_command(web_command)  # imports nothing of the web extra until it runs
 
 
 def main(argv: list[str] | None = None) -> None:
