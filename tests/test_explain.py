@@ -211,6 +211,10 @@ def test_unknown_jid_with_status_and_history_off(r: redis.Redis, client: redis.R
     assert found.place is Place.UNKNOWN and not found.found
     assert found.locations == [] and found.status is None and found.runs == []
     assert found.history_kept is False
+    (unknown,) = found.reasons
+    assert unknown.why is Why.NOT_FOUND
+    assert "there is no run history" in unknown.text
+    assert "finished looks the same as an unknown jid" in unknown.text
     assert found.scanned[keys.queue("default")] == 1
 
 

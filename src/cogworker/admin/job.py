@@ -50,16 +50,8 @@ def describe(location: Location, now: float) -> str:
 
 
 def _not_found(found: api.Explanation) -> NotFound:
-    history = (
-        "the run history holds no run of it"
-        if found.history_kept
-        else "there is no run history (off, or nothing recorded)"
-    )
-    return NotFound(
-        f"no job {printable(found.jid)!r}: not in any queue, the schedule, retry or dead set, "
-        f"or in progress; no status:{printable(found.jid)} hash, and {history}. A job that "
-        "finished looks the same as an unknown jid when status and history are off"
-    )
+    why = "; ".join(reason.text for reason in found.reasons)
+    return NotFound(f"no job {printable(found.jid)!r}: {printable(why)}")
 
 
 def _print(found: api.Explanation) -> None:

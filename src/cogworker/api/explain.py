@@ -32,7 +32,7 @@ from cogworker.api.explanation import Explanation, Location, Place, Run
 from cogworker.api.processes import ProcessSet, Work, work_of
 from cogworker.api.records import JobRecord
 from cogworker.api.search import Found, search_list, search_sorted_set
-from cogworker.api.waiting import Fleet, missing_reason, reasons
+from cogworker.api.waiting import Fleet, missing_reason, not_found_reason, reasons
 
 DEFAULT_ORPHAN_THRESHOLD = 300.0
 """The workers' default ``orphan_threshold``: how long after its last beat a process that is
@@ -254,6 +254,8 @@ def explain(
     state = (snapshot.status or {}).get("status")
     if snapshot.status and not locations and state not in ("complete", "failed"):
         why.append(missing_reason(snapshot.status))
+    if not (locations or snapshot.status or history.records):
+        why.append(not_found_reason(history.scanned > 0))
     return Explanation(
         jid=jid,
         checked_at=snapshot.now,

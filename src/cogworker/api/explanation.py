@@ -43,6 +43,7 @@ class Why(enum.Enum):
     UNIQUE_LOCK = "unique_lock"
     CRON_LOCK = "cron_lock"
     MISSING = "missing"
+    NOT_FOUND = "not_found"
 
 
 @dataclass(frozen=True)
@@ -166,9 +167,12 @@ class Explanation:
 
     @property
     def place(self) -> Place:
-        """Where the job is now: its most advanced location; else FINISHED if its status
-        says it ended (or, with no status, its run history knows it), MISSING if its status
-        says it waits or runs, UNKNOWN if nothing knows it."""
+        """Where the job is now: the most active of its locations (running first, dead
+        last); else FINISHED if its status says it ended (or, with no status, its run history
+        knows it), MISSING if its status says it waits or runs, UNKNOWN if nothing knows it.
+
+        A job can show in two places for an instant: a failure is filed into retry or dead
+        before its in-progress copy is acknowledged. ``locations`` lists every copy."""
         found = {location.place for location in self.locations}
         for place in _PRECEDENCE:
             if place in found:

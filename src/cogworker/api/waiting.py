@@ -267,6 +267,21 @@ def missing_reason(status: dict[str, str]) -> Reason:
     )
 
 
+def not_found_reason(history_kept: bool) -> Reason:
+    """For a jid that nothing knows: say what can't be told apart, rather than guess."""
+    history = (
+        "the run history holds no run of it"
+        if history_kept
+        else "there is no run history (off, or nothing recorded)"
+    )
+    return Reason(
+        Why.NOT_FOUND,
+        "not in any queue, the schedule, retry or dead set, or in progress; no status hash, "
+        f"and {history}. A job that finished looks the same as an unknown jid when status "
+        "and history are off",
+    )
+
+
 def reasons(
     client: redis.Redis, jid: str, locations: list[Location], fleet: Fleet, orphanings: int
 ) -> list[Reason]:
