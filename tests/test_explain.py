@@ -1,7 +1,7 @@
 """``api.explain``: where a job is and why it waits, read from a Redis state the test wrote
-(queues, sets, locks, status, history, parked records). Anything that depends on processes
-(readers, quiet, busy, running, a process that died) is in test_explain_workers.py, with real
-worker subprocesses.
+(queues, sets, locks, status, history, parked records). Jobs in progress are in
+test_explain_in_progress.py (planted process state) and test_explain_workers.py (real worker
+subprocesses: readers, quiet, busy, running, a process that died).
 """
 
 from __future__ import annotations
@@ -380,67 +380,3 @@ def test_to_dict_is_plain_json(r: redis.Redis, client: redis.Redis) -> None:
     assert shown["locations"][0]["job"]["jid"] == job["jid"]
     assert [item["why"] for item in shown["reasons"]] == ["not_due", "no_reader", "unique_lock"]
     assert shown["scanned"][keys.RETRY] == 1
-
-
-# -- in progress, from a planted state (real processes: test_explain_workers.py) -------------
-
-
-def plant_process(r: redis.Redis, identity: str, *, alive: bool, listed: list[str]) -> None:
-    if alive:
-        info = json.dumps({"hostname": "h", "pid": 1, "concurrency": 1, "queues": ["default"]})
-        r.hset(keys.process(identity), mapping={"info": info, "busy": "1", "quiet": "false"})
-    r.sadd(keys.PROCESSES, identity)
-    if listed:
-        r.lpush(keys.inprogress(identity), *listed)
-        r.sadd(keys.INPROGRESS_IDENTITIES, identity)
-
-
-def test_taken_by_a_live_process_but_not_running_yet(r: redis.Redis, client: redis.Redis) -> None:
-    job = payload()
-    plant_process(r, "h:1:aaaaaaaaaaaa", alive=True, listed=[wire.dumps(job)])
-
-    found = api.explain(client, job["jid"])
-
-    assert found.place is Place.TAKEN
-    assert found.locations[0].identity == "h:1:aaaaaaaaaaaa"
-    assert found.reasons == []
-
-
-def test_running_at_a_process_gone_without_a_copy_is_lost(
-    r: redis.Redis, client: redis.Redis
-) -> None:
-    job = payload()
-    plant_process(r, "h:2:bbbbbbbbbbbb", alive=False, listed=[])
-    entry = {"queue": "default", "payload": job, "run_at": 1_700_000_000}
-    r.hset(keys.workers("h:2:bbbbbbbbbbbb"), "t1", json.dumps(entry))
-
-    found = api.explain(client, job["jid"])
-
-    assert found.place is Place.LOST
-    assert (found.locations[0].thread_id, found.locations[0].at) == ("t1", 1_700_000_000)
-    assert reason(found, Why.LOST_WITH_PROCESS).identities == ("h:2:bbbbbbbbbbbb",)
-
-
-def test_orphan_without_a_last_beat_is_recoverable_now(r: redis.Redis, client: redis.Redis) -> None:
-    job = payload()
-    plant_process(r, "h:3:cccccccccccc", alive=False, listed=[wire.dumps(job)])
-    r.set(keys.orphanings(job["jid"]), 2)
-
-    found = api.explain(client, job["jid"])
-
-    assert found.place is Place.ORPHANED
-    recovery = reason(found, Why.AWAITING_RECOVERY)
-    assert recovery.count == 2 and "recovered 2 time(s) before" in recovery.text
-    assert "recovery may requeue it now" in recovery.text
-
-
-def test_a_status_saying_queued_for_a_job_found_nowhere_is_missing(
-    r: redis.Redis, client: redis.Redis
-) -> None:
-    jid = wire.new_jid()
-    r.hset(keys.status(jid), mapping={"status": "queued", "update_time": "1700000000.0"})
-
-    found = api.explain(client, jid)
-
-    assert found.place is Place.MISSING and found.found
-    assert "its status says 'queued', updated 2023-11-14 22:13:20 UTC" in found.reasons[0].text
