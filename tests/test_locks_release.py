@@ -235,3 +235,21 @@ def test_release_by_owner_releases_only_that_jobs_locks(
         locks.unique_digest(job) for job in jobs[:2]
     )
     assert r.keys(keys.UNIQUE_PREFIX + "*") == [lock_key(jobs[2])]
+
+
+def test_killing_a_retry_releases_its_lock_once_it_moved(
+    r: redis.Redis, client: redis.Redis
+) -> None:
+    """A killed job ends for good, like one out of retries: an identical job can be pushed."""
+    job = unique(1, retry_count=1, error_class="E", error_message="m")
+    raw = wire.dumps(job)
+    r.zadd(keys.RETRY, {raw: 1.0})
+    plant(r, [job])
+    retry = api.retry_set(client)
+
+    assert retry.kill(raw) is True
+    assert r.exists(lock_key(job)) == 0 and r.zcard(keys.DEAD) == 1
+
+    plant(r, [job])  # gone from retry now: a second kill moves nothing and keeps the lock
+    assert retry.kill(raw) is False
+    assert r.get(lock_key(job)) == job["jid"]

@@ -105,10 +105,15 @@ class JobSet:
         return removed
 
     def kill(self, raw: str) -> bool:
-        """Move the entry to the dead set now; False if it is gone."""
+        """Move the entry to the dead set now; False if it is gone. A killed job ends for
+        good, as one that ran out of retries: its locks are released (owner-checked)."""
         if self.key == keys.DEAD:
             return False
-        return bool(KILL(self.client, [self.key, keys.DEAD], [raw, wire.now()]))
+        moved = bool(KILL(self.client, [self.key, keys.DEAD], [raw, wire.now()]))
+        record = JobRecord(raw)
+        if moved and record.item is not None:
+            locks.release_owned(self.client, locks.owned_locks(record.item))
+        return moved
 
 
 def scheduled_set(client: redis.Redis) -> JobSet:
