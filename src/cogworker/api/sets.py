@@ -4,7 +4,8 @@ Every change acts on an entry's exact stored string and is one atomic step, so t
 (or an operator and the scheduler) acting on one entry never duplicate or lose it.
 
 Removing entries (``delete``, ``clear``) also forgets their retry histories and releases the
-locks the jobs still own, each only while it holds that job's jid. That includes the dead
+locks the jobs still own, each only while it holds that job's jid; so does ``kill`` (the job
+ends for good). That includes the dead
 set: a dead job normally released its locks when it died, and the owner check leaves a newer
 duplicate's lock alone, so the release only matters when the dying process couldn't make it.
 """
