@@ -398,7 +398,27 @@ def test_config_file_entries() -> None:
                 {"cron": "@hourly", "job": "PCron::Report"},
                 {"cron": "@daily", "job": "PCron::Report", "every": 1},
             ],
-            ["periodic entry 1", "'@daily'", "unknown key(s) every"],
+            ["periodic entry 1", "'@daily'", "unknown key 'every'"],
+        ),
+        (
+            [{"cron": "@daily", "job": "PCron::Report", "extrenal": True}],
+            ["periodic entry 0", "unknown key 'extrenal' (did you mean 'external'?)"],
+        ),
+        (
+            [{"cron": "@daily", "job": "PCron::Report", "external": "false"}],
+            ["periodic entry 0", "external must be true or false, got 'false'"],
+        ),
+        (
+            [{"cron": "@daily", "job": "PCron::Report", "args": None}],
+            ["periodic entry 0", "args is empty"],
+        ),
+        (
+            [{"cron": "@daily", "job": "PCron::Report", "queue": None}],
+            ["periodic entry 0", "queue is empty"],
+        ),
+        (
+            [{"cron": "@daily", "job": "PCron::Report", "queue": ""}],
+            ["'@daily'", "queue must be a non-empty string, got ''"],
         ),
         ([{"cron": "@hourly", "job": "Nope::Job"}], ["'@hourly'", "Nope::Job", "unknown job"]),
         ([{"cron": "@often", "job": "PCron::Report"}], ["'@often'", "PCron::Report"]),

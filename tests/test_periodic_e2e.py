@@ -317,7 +317,7 @@ def test_cold_start_without_catch_up_two_racing_processes_enqueue_nothing(
         ({"cron": "61 * * * *", "job": "PE2E::Tick"}, ["'61 * * * *'", "PE2E::Tick", "minute"]),
         ({"cron": "@hourly", "job": "Missing::Job"}, ["Missing::Job", "unknown job"]),
         ({"cron": "0 9 * * *", "job": "PE2E::Tick", "tz": "Mars/Olympus"}, ["Mars/Olympus"]),
-        ({"cron": "@hourly", "job": "PE2E::Tick", "every": 2}, ["unknown key(s) every"]),
+        ({"cron": "@hourly", "job": "PE2E::Tick", "every": 2}, ["unknown key 'every'"]),
     ],
 )
 def test_bad_periodic_entry_in_the_config_file_stops_the_boot_with_one_line(

@@ -21,6 +21,7 @@ an extra key of the entry's schedule JSON, which Ruby ignores.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -144,27 +145,37 @@ class PeriodicSchedule:
         return entry
 
     def register_from_config(self, items: Any) -> None:
-        """Register the ``periodic:`` list of a config file."""
+        """Register the ``periodic:`` list of a config file.
+
+        Every key is checked as strictly as a top-level option: an unknown key names the
+        closest known one, and a value of the wrong kind (``external: "false"``, ``args: null``,
+        ``queue: ""``) is refused rather than read as something else.
+        """
         if not isinstance(items, list):
             raise PeriodicError(f"periodic must be a list of entries, got {items!r}")
         for index, item in enumerate(items):
             if not isinstance(item, Mapping) or "cron" not in item or "job" not in item:
                 raise PeriodicError(f"periodic entry {index}: needs at least 'cron' and 'job'")
-            unknown = set(item) - ENTRY_KEYS
-            if unknown:
-                raise PeriodicError(
-                    f"periodic entry {index} ({item['cron']!r}): unknown key(s) "
-                    f"{', '.join(sorted(map(str, unknown)))}"
-                )
+            label = f"periodic entry {index} ({item['cron']!r})"
+            for key in sorted(map(str, set(item) - ENTRY_KEYS)):
+                nearest = difflib.get_close_matches(key, sorted(ENTRY_KEYS), n=1)
+                hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+                raise PeriodicError(f"{label}: unknown key {key!r}{hint}")
+            external = item.get("external", False)
+            if not isinstance(external, bool):
+                raise PeriodicError(f"{label}: external must be true or false, got {external!r}")
+            for key in ("args", "queue"):
+                if key in item and item[key] is None:
+                    raise PeriodicError(f"{label}: {key} is empty; leave it out for the default")
             self.register(
                 str(item["cron"]),
                 str(item["job"]),
-                args=item.get("args") or [],
+                args=item.get("args", []),
                 retry=item.get("retry", 0),
                 unique=item.get("unique"),
-                queue=item.get("queue") or DEFAULT_QUEUE,
+                queue=item.get("queue", DEFAULT_QUEUE),
                 tz=item.get("tz"),
-                external=bool(item.get("external", False)),
+                external=external,
             )
 
     def clear(self) -> None:

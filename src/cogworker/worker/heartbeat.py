@@ -22,7 +22,7 @@ import redis
 from cogworker import connection, keys, locks, proctitle, redis_errors, wire
 from cogworker.fetch.reliable import RETAKE
 from cogworker.identity import hostname
-from cogworker.periodic.running_lock import active_ttl
+from cogworker.periodic.running_lock import PRESENCE_SECONDS, active_ttl
 
 if TYPE_CHECKING:
     from cogworker.config import Config
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("cogworker")
 
-PRESENCE_TTL = 60
+PRESENCE_TTL = PRESENCE_SECONDS  # one value: the cron lock's active TTL is derived from it
 STARTUP_RETRY_INTERVAL = 1.0
 LIVE_QUEUES_WINDOW = 86_400
 LIVE_QUEUES_TRIM_INTERVAL = 60.0

@@ -19,7 +19,7 @@ from types import FrameType
 
 import redis
 
-from cogworker import __version__, connection, locks, redis_errors, registry
+from cogworker import __version__, connection, locks, redis_errors, registry, status
 from cogworker.config import Config
 from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import PRESENCE_TTL, Heartbeat
@@ -129,6 +129,7 @@ class Launcher:
 
     def stop(self) -> None:
         self.manager.stop()
+        status.close(self.config, timeout=5.0)  # the status / history writes still queued
         try:
             locks.deferred.retry_all(self.manager.client)
         except redis.RedisError as error:
