@@ -15,13 +15,9 @@ from dataclasses import dataclass, field
 import redis
 
 from cogworker import wire
-from cogworker.api.records import JobRecord
+from cogworker.api.records import PSEUDO_JID_PREFIX, JobRecord
 
 SEARCH_PAGE = 1000
-
-PSEUDO_JID_PREFIX = "unparseable-"
-"""How ``JobRecord.jid`` names an entry that has no readable jid (a hash of its text): such
-a jid can only be matched by computing it for every entry."""
 
 
 @dataclass
@@ -34,6 +30,8 @@ class Found:
 
 
 def _candidate(raw: str, needle: str, pseudo: bool) -> bool:
+    # a pseudo-jid (an unreadable entry's, a hash of its bytes) can only be matched by
+    # computing it for every entry
     return pseudo or needle in raw
 
 
