@@ -136,6 +136,23 @@ def test_stats_reads_queues_and_sets_holding_invalid_bytes(
     assert (figures.dead_size, figures.retry_size, figures.enqueued) == (1, 1, 1)
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_any_unreadable_entry_at_a_queues_tail_has_no_latency_and_breaks_nothing(
+    b: redis.Redis, client: redis.Redis, case: str
+) -> None:
+    """The tail is read for the queue's latency: an entry that isn't a job (too deep to parse
+    included) has no enqueue time, so the latency is 0 and the rest of the figures stand."""
+    b.sadd(keys.QUEUES, "default", "mail")
+    b.lpush(keys.queue("default"), UNREADABLE[case])
+    b.lpush(keys.queue("mail"), a_job("m1"))
+    figures = api.stats(client)
+    latency = {queue.name: queue.latency for queue in figures.queues}
+    assert latency["default"] == 0.0
+    assert latency["mail"] > 0.0  # created long ago, so the readable queue still tells
+    assert api.Queue(client, "default").latency() == 0.0
+    assert figures.enqueued == 2
+
+
 @pytest.mark.parametrize(
     "command", [["stats"], ["stats", "--json"], ["queues"], ["dead"], ["dead", "--json"]]
 )

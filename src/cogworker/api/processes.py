@@ -99,7 +99,7 @@ class ProcessSet:
                 continue
             try:
                 info = wire.loads(fields.get("info") or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 info = {}
             yield Process(
                 client=self.client,

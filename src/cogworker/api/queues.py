@@ -36,7 +36,7 @@ def latency_of(raw: object, now: float | None = None) -> float:
         return 0.0
     try:
         job = wire.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not a job: it has no enqueue time to count from
         return 0.0
     stamp = job.get("enqueued_at") or job.get("created_at") if isinstance(job, dict) else None
     if not isinstance(stamp, int | float):
