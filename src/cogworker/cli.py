@@ -29,6 +29,7 @@ import click
 import redis
 
 from cogworker import __version__, admin_cli, config_file, logs, proctitle, registry
+from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
 from cogworker.registry import AppLoadError, load_app
@@ -38,7 +39,6 @@ __all__ = ["AppLoadError", "WorkerFlags", "build_config", "load_app", "main", "r
 
 ENV_NAMES = ("APP_ENV", "RAILS_ENV", "RACK_ENV")
 WORKER_COMMANDS = ("run", "swarm")
-REDIS_URL_META = "cogworker.redis_url"  # read by the admin commands (admin_cli)
 _GROUP_FLAGS_META = "cogworker.group_worker_flags"
 
 logger = logging.getLogger("cogworker")
@@ -353,11 +353,22 @@ def swarm_command(**given: Any) -> None:
     type=click.IntRange(min=0),
     help="How many greeting jobs to enqueue.",
 )
-def demo_command(jobs: int) -> None:
-    """Start a private Redis and a worker, enqueue demo jobs and watch them run."""
+@click.option(
+    "--dashboard/--no-dashboard",
+    default=None,
+    help="Serve the dashboard too (default: when the web extra is installed).",
+)
+@click.option(
+    "--wait/--no-wait",
+    default=None,
+    help="After the jobs, stay up (enqueueing now and then) until Ctrl-C "
+    "(default: when run in a terminal).",
+)
+def demo_command(jobs: int, dashboard: bool | None, wait: bool | None) -> None:
+    """Start a private Redis, a worker and the dashboard; enqueue demo jobs and watch them run."""
     from cogworker import demo
 
-    sys.exit(demo.main(jobs))
+    sys.exit(demo.main(jobs, dashboard=dashboard, wait=wait))
 
 
 for _admin_command in admin_cli.COMMANDS:

@@ -1,8 +1,12 @@
-"""``cogworker demo``: a private Redis, a real worker process, and jobs to watch it run.
+"""``cogworker demo``: a private Redis, a real worker process, the dashboard, and jobs to
+watch them run.
 
-It enqueues a mix of jobs (immediate, delayed, async, one that fails once and is retried,
-one with no retries that ends in the dead set), waits for the worker to settle them all,
-prints what happened, then stops the worker with TERM and the Redis server.
+It starts the dashboard (when the ``web`` extra is installed) and a worker, enqueues a mix of
+jobs (immediate, delayed, async, one that fails once and is retried, one with no retries that
+ends in the dead set), waits for the worker to settle them all and prints what happened. With
+``--wait`` (the default in a terminal) it then keeps everything up, enqueueing a job now and
+then so the dashboard has something to show, until Ctrl-C; then it stops the dashboard, the
+worker with TERM and the Redis server.
 """
 
 from __future__ import annotations
@@ -12,11 +16,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import RedisServer, RedisServerNotFound
+from cogworker.redis_server import RedisServer, RedisServerNotFound, free_port
+
+TRICKLE_INTERVAL = 2.0  # seconds between the jobs enqueued while --wait keeps the demo up
 
 
 class GreetingJob(cogworker.Job, queue="default"):
@@ -42,6 +50,15 @@ class FlakyJob(cogworker.Job, retry=3):
         print("  FlakyJob: second attempt succeeded", flush=True)
 
 
+class SlowJob(cogworker.Job, queue="default"):
+    """Takes a few seconds, so the dashboard's Workers tab has a running job to show."""
+
+    name = "SlowJob"
+
+    def perform(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
 class DoomedJob(cogworker.Job, retry=False):
     name = "DoomedJob"
 
@@ -64,11 +81,23 @@ def _wait(condition: object, timeout: float) -> bool:
     return False
 
 
-def main(count: int = 20) -> int:
+def main(count: int = 20, *, dashboard: bool | None = None, wait: bool | None = None) -> int:
     """Run the demo with ``count`` greeting jobs (0 or more); the exit status says whether
-    every job settled as expected."""
+    every job settled as expected.
+
+    ``dashboard`` None starts it when the web extra is installed (True insists on it);
+    ``wait`` None keeps the demo up after the jobs when stdin is a terminal.
+    """
     if count < 0:
         raise ValueError(f"the demo needs 0 or more greeting jobs, got {count}")
+    from cogworker.web import missing_extra
+
+    problem = missing_extra()
+    if dashboard and problem is not None:
+        print(f"cogworker demo: {problem}", file=sys.stderr)
+        return 1
+    if wait is None:
+        wait = sys.stdin.isatty()
     try:
         server = RedisServer()
     except RedisServerNotFound as error:
@@ -79,31 +108,57 @@ def main(count: int = 20) -> int:
         env = {**os.environ, "REDIS_URL": server.url, "PYTHONUNBUFFERED": "1"}
         for name in ("COGWORKER_COUNT", "PHASED_RESTART"):  # swarm settings: run refuses them
             env.pop(name, None)
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cogworker",
-                "run",
-                "-r",
-                "cogworker.demo",
-                "-c",
-                "5",
-                "--log-level",
-                "INFO",
-            ],
-            env=env,
-        )
+        children: list[tuple[str, subprocess.Popen[bytes]]] = []
         try:
-            return _drive(server, worker, count)
+            if dashboard is not False and problem is None:
+                children.append(("dashboard", _start_dashboard(env)))
+            elif problem is not None:
+                print(f"demo: no dashboard: {problem}")
+            worker = _start(env, "run", "-r", "cogworker.demo", "-c", "5", "--log-level", "INFO")
+            children.append(("worker", worker))
+            return _drive(server, worker, count, wait)
         finally:
-            if worker.poll() is None:
-                worker.send_signal(signal.SIGTERM)
-                worker.wait(30)
-            print(f"demo: worker exited with status {worker.returncode}")
+            for label, child in reversed(children):
+                _stop(label, child)
 
 
-def _drive(server: RedisServer, worker: subprocess.Popen[bytes], count: int) -> int:
+def _start(env: dict[str, str], *arguments: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "cogworker", *arguments], env=env)
+
+
+def _start_dashboard(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    port = free_port()
+    process = _start(env, "web", "--port", str(port), "--host", "127.0.0.1")
+    url = f"http://127.0.0.1:{port}/"
+    if _wait(lambda: _answers(url) or process.poll() is not None, 15) and process.poll() is None:
+        print(f"demo: dashboard at {url}", flush=True)
+    else:
+        print("demo: the dashboard did not start (see its lines above)", flush=True)
+    return process
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _stop(label: str, child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(5)
+    print(f"demo: {label} exited with status {child.returncode}", flush=True)
+
+
+def _drive(
+    server: RedisServer, worker: subprocess.Popen[bytes], count: int, wait: bool
+) -> int:
     config = cogworker.Config(redis_url=server.url)
     cogworker.set_default_config(config)
     client = config.redis()
@@ -130,5 +185,28 @@ def _drive(server: RedisServer, worker: subprocess.Popen[bytes], count: int) -> 
         f"demo: processed={processed} failed attempts={failed} "
         f"retry set={client.zcard(keys.RETRY)} dead set={client.zcard(keys.DEAD)}"
     )
+    if wait and worker.poll() is None:
+        _keep_up(worker)
     print("demo: stopping the worker with TERM (running jobs finish, the rest go back)")
     return 0 if settled else 1
+
+
+def _keep_up(worker: subprocess.Popen[bytes]) -> None:
+    """Enqueue a job now and then until Ctrl-C (or TERM), so Live on the dashboard moves."""
+    stop = threading.Event()
+    previous = {
+        number: signal.signal(number, lambda *_: stop.set())
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    print("demo: still running, a job every 2 s; press Ctrl-C to stop", flush=True)
+    try:
+        beat = 0
+        while not stop.wait(TRICKLE_INTERVAL) and worker.poll() is None:
+            beat += 1
+            if beat % 5 == 0:
+                SlowJob.perform_async(3.0)
+            else:
+                GreetingJob.perform_async(f"visitor {beat}")
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
