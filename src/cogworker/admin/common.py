@@ -1,8 +1,8 @@
 """What every admin command shares: which Redis it acts on, its errors, and its output.
 
 Which Redis: the command's own ``--redis-url``, or the one given before the command name
-(``cogworker --redis-url URL stats``), which the top-level group stores in the root context's
-``meta["cogworker.redis_url"]``; both given with different values is a usage error. Output
+(``cogworker --redis-url URL stats``); both given with different values is a usage error
+(``cli_context.chosen_redis_url``, the rule the web command follows too). Output
 never holds a lone surrogate (what an invalid UTF-8 byte read from Redis decodes to), which
 no terminal encoding can write: such characters print as U+FFFD.
 """
@@ -19,9 +19,8 @@ import click
 import redis
 
 from cogworker import connection
+from cogworker.cli_context import chosen_redis_url
 from cogworker.config import Config
-
-ROOT_REDIS_URL = "cogworker.redis_url"
 
 
 class NotFound(click.ClickException):
@@ -38,19 +37,8 @@ class Target:
     url: str
 
 
-def redis_url(own: str | None) -> str | None:
-    """The URL the user gave: the command's ``--redis-url`` or the one before the command."""
-    given = click.get_current_context().find_root().meta.get(ROOT_REDIS_URL)
-    if own is not None and given is not None and own != given:
-        raise click.UsageError(
-            "--redis-url is given twice with different values (before and after the command "
-            "name): give it once"
-        )
-    return own if own is not None else given
-
-
 def target(own_url: str | None) -> Target:
-    config = Config(redis_url=redis_url(own_url))
+    config = Config(redis_url=chosen_redis_url(own_url))
     return Target(config.redis(), connection.redacted_url(config.redis_url))
 
 

@@ -9,8 +9,8 @@ import click
 
 from cogworker import api, metrics
 from cogworker.admin.common import echo_json, json_option, redis_option, target
-from cogworker.admin.common import redis_url as chosen_redis_url
 from cogworker.admin.queues import queue_table
+from cogworker.cli_context import chosen_redis_url
 from cogworker.config import Config
 
 
