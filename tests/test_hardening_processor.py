@@ -45,7 +45,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import cli, keys, locks, redis_errors, registry, wire
+from cogworker import cli, failure, keys, locks, redis_errors, registry, wire
 from cogworker.identity import new_identity
 from cogworker.locks import unique_digest
 from cogworker.worker import recovery, scheduler
@@ -499,6 +499,18 @@ def test_bug_inside_interrupt_remembers_a_minimal_dead_entry(
     assert r.llen(keys.queue("default")) == 0
     assert r.llen(inprogress(manager)) == 0
     assert RUNS == ["minimal"]
+
+
+def test_a_minimal_dead_entry_that_cannot_be_the_job_wraps_the_raw_payload() -> None:
+    """When the payload itself can't become the dead entry, the entry is the unparseable
+    wrapper of its stored text, carrying the error and the jid read from it."""
+    raw = '{"class":"Hard::Fail","jid":"j-minimal"}'  # no queue: not a job
+
+    entry = json.loads(failure.last_resort_dead_entry(raw, ValueError("boom"), "j-minimal"))
+
+    assert entry["class"] == "(unparseable)" and entry["jid"] == "j-minimal"
+    assert (entry["error_class"], entry["error_message"]) == ("ValueError", "boom")
+    assert entry["raw_payload"] == raw
 
 
 def test_unparseable_payload_that_cannot_be_buried_does_not_stall_the_queue(

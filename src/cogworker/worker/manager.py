@@ -394,20 +394,9 @@ class Manager:
             return dict(self._pending)
 
     def remember_for_dead(self, raw: str, error: BaseException) -> None:
-        """The minimal dead entry reconcile will file for a job whose interrupt failed: the
-        payload with the error's fields, or, when that can't be encoded (it is what failed),
-        the unparseable wrapper of the raw payload with them."""
-        parsed = failure.parse_job(raw)
-        error_class, message = failure.error_class_name(error), failure.error_message(error)
-        fields = {"error_class": error_class, "error_message": message, "failed_at": wire.now()}
-        try:
-            if isinstance(parsed, Rejection):
-                raise TypeError(parsed.message)
-            encoded = wire.dumps({**parsed, **fields})
-        except (ValueError, TypeError, RecursionError):
-            jid = jid_of(raw)
-            rejection = Rejection(error_class, message, None if jid == "?" else jid)
-            encoded = wire.dumps(failure.unparseable_job(raw, None, rejection))
+        """Remember the dead entry reconcile will file for a job whose interrupt failed."""
+        jid = jid_of(raw)
+        encoded = failure.last_resort_dead_entry(raw, error, None if jid == "?" else jid)
         self.settle_later(raw, (keys.DEAD, wire.now(), encoded))
 
     # -- settling helpers used by processors -------------------------------------------------
