@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import redis
 
-from cogworker import keys, locks, scripts, wire
-from cogworker.api.records import JobRecord, paged
+from cogworker import keys, scripts, wire
+from cogworker.api.records import JobRecord, paged, release_locks_of
 from cogworker.api.search import Found, search_list
 
 PAGE = 100
@@ -85,9 +85,8 @@ class Queue:
         """Remove every copy of exactly ``raw``; how many were removed. If any was, the
         locks the job owns are released (owner-checked)."""
         removed = int(self.client.lrem(self.key, 0, raw))
-        record = JobRecord(raw)
-        if removed and record.item is not None:
-            locks.release_owned(self.client, locks.owned_locks(record.item))
+        if removed:
+            release_locks_of(self.client, [JobRecord(raw)])
         return removed
 
     def clear(self) -> int:
@@ -109,8 +108,7 @@ class Queue:
                 break
             dropped += int(taken)
             remaining -= int(taken)
-            jobs = [job for raw in holders if (job := JobRecord(str(raw)).item) is not None]
-            locks.release_owned(self.client, locks.owned_locks(*jobs))
+            release_locks_of(self.client, [JobRecord(str(raw)) for raw in holders])
         return dropped
 
     def pause(self) -> None:

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cogworker import failure
+import redis
+
+from cogworker import failure, locks
 from cogworker.failure import Rejection
 from cogworker.wire import Payload
 
@@ -123,9 +125,8 @@ def paged(page: Callable[[int, int], list[JobRecord]], size: int) -> Iterator[Jo
         offset += size
 
 
-def with_jid(records: Iterable[JobRecord], jid: str) -> Iterator[JobRecord]:
-    """The records of job ``jid``. A plain jid is first looked for as text in each entry (a
-    cheap test before the exact one); a pseudo-jid can only be computed, entry by entry."""
-    plain = jid.isascii() and jid.isprintable() and '"' not in jid and "\\" not in jid
-    needle = jid if plain and not jid.startswith(PSEUDO_JID_PREFIX) else ""
-    return (record for record in records if needle in record.raw and record.jid == jid)
+def release_locks_of(client: redis.Redis, records: Iterable[JobRecord]) -> None:
+    """Release the locks the jobs of ``records`` still own, each only while it holds that
+    job's jid (an entry that isn't a readable job owns none)."""
+    jobs = [record.item for record in records if record.item is not None]
+    locks.release_owned(client, locks.owned_locks(*jobs))

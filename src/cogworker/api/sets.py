@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import redis
 
-from cogworker import keys, locks, scripts, wire
-from cogworker.api.records import JobRecord, paged
+from cogworker import keys, scripts, wire
+from cogworker.api.records import JobRecord, paged, release_locks_of
 from cogworker.api.search import search_sorted_set
 from cogworker.worker.scheduler import claim_and_requeue
 
@@ -77,8 +77,8 @@ class JobSet:
         pipe.zrem(self.key, raw)
         pipe.delete(keys.job_attempts(record.jid))
         removed, _ = pipe.execute()
-        if removed and record.item is not None:
-            locks.release_owned(self.client, locks.owned_locks(record.item))
+        if removed:
+            release_locks_of(self.client, [record])
         return bool(removed)
 
     def clear(self) -> int:
@@ -101,8 +101,7 @@ class JobSet:
             removed += len(records)
             remaining -= len(records)
             self.client.delete(*{keys.job_attempts(record.jid) for record in records})
-            jobs = [record.item for record in records if record.item is not None]
-            locks.release_owned(self.client, locks.owned_locks(*jobs))
+            release_locks_of(self.client, records)
         return removed
 
     def kill(self, raw: str) -> bool:
@@ -111,9 +110,8 @@ class JobSet:
         if self.key == keys.DEAD:
             return False
         moved = bool(KILL(self.client, [self.key, keys.DEAD], [raw, wire.now()]))
-        record = JobRecord(raw)
-        if moved and record.item is not None:
-            locks.release_owned(self.client, locks.owned_locks(record.item))
+        if moved:
+            release_locks_of(self.client, [JobRecord(raw)])
         return moved
 
 
