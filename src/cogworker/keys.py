@@ -85,8 +85,12 @@ def signal_channel(identity: str) -> str:
 
 
 def throughput(hour: int) -> str:
-    """Processed / failed counters of one hour (``floor(epoch / 3600)``)."""
+    """Processed / failed counters of one hour (``floor(epoch / 3600)``), kept
+    ``THROUGHPUT_TTL`` seconds."""
     return f"{THROUGHPUT_PREFIX}{hour}"
+
+
+THROUGHPUT_TTL = 90_000  # 25 hours: the last full day of hourly counters is always there
 
 
 def job_attempts(jid: str) -> str:

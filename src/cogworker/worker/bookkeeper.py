@@ -34,7 +34,6 @@ logger = logging.getLogger("cogworker")
 
 ACK_ATTEMPTS = 3
 UNACKED_RETRY = 0.5
-THROUGHPUT_TTL = 90_000
 
 
 @dataclass
@@ -213,7 +212,7 @@ class Bookkeeper:
         if failed:
             pipe.incrby(keys.STATS_FAILED, failed)
             pipe.hincrby(bucket, "failed", failed)
-        pipe.expire(bucket, THROUGHPUT_TTL)
+        pipe.expire(bucket, keys.THROUGHPUT_TTL)
 
     def _retry_acks(self, acks: list[tuple[Work, int]], error: BaseException) -> None:
         again = []

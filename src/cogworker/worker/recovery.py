@@ -42,7 +42,6 @@ BURY_ORPHAN = scripts.load(_FETCH_DIR, "bury_orphan")
 QUARANTINE_RECORD = scripts.load(_FETCH_DIR, "quarantine_record")
 
 QUARANTINE_TTL = 30 * 86400
-THROUGHPUT_TTL = 90_000
 UNSETTLED_TARGETS = (keys.RETRY, keys.DEAD, keys.SCHEDULE)
 DEFAULT_QUEUE = "default"  # where a requeue sends a payload in which no queue can be read
 
@@ -213,7 +212,7 @@ def _count_burial(client: redis.Redis, jid: str | None) -> None:
     writes: list[tuple[str, ...]] = [
         ("INCR", keys.STATS_FAILED),
         ("HINCRBY", bucket, "failed", "1"),
-        ("EXPIRE", bucket, str(THROUGHPUT_TTL)),
+        ("EXPIRE", bucket, str(keys.THROUGHPUT_TTL)),
     ]
     if jid is not None:
         writes.append(("DEL", keys.orphanings(jid)))

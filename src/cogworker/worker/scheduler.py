@@ -28,7 +28,6 @@ logger = logging.getLogger("cogworker")
 BATCH = 50
 DEFER_DELAY = 60
 RETRY_AFTER_LOST_CONNECTION = 5.0
-THROUGHPUT_TTL = 90_000
 SETS = (keys.SCHEDULE, keys.RETRY)
 
 GRADUATE = scripts.load(__file__, "graduate")
@@ -116,7 +115,7 @@ def _bury(client: redis.Redis, source: str, entry: str, rejection: Rejection) ->
         bucket = keys.throughput(int(time.time()) // 3600)
         pipe = client.pipeline(transaction=False)
         pipe.hincrby(bucket, "failed", 1)
-        pipe.expire(bucket, THROUGHPUT_TTL)
+        pipe.expire(bucket, keys.THROUGHPUT_TTL)
         pipe.execute()
         logger.error(
             "unparseable entry in %s moved to dead as jid=%s: %s: %s: %s",
