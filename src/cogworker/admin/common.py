@@ -10,7 +10,6 @@ no terminal encoding can write: such characters print as U+FFFD.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,8 @@ from typing import Any
 import click
 import redis
 
-from cogworker import connection
+from cogworker import connection, failure
+from cogworker.api import waiting
 from cogworker.cli_context import chosen_redis_url
 from cogworker.config import Config
 
@@ -67,9 +67,7 @@ def limit_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def printable(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD."""
-    if text.isascii():
-        return text
-    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return failure.scrub(text, len(text))
 
 
 def cell(value: object) -> str:
@@ -94,9 +92,7 @@ def echo_json(value: Any) -> None:
 
 
 def when(epoch: float | None) -> str:
-    if epoch is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+    return "-" if epoch is None else waiting.when(epoch)
 
 
 def short(text: str | None, width: int) -> str:
