@@ -43,6 +43,38 @@ NOTICES: dict[str, NoticeText] = {
     "job_gone": NoticeText(
         Tone.WARNING, "That job was no longer there (it ran or was moved): nothing was deleted."
     ),
+    "entry_gone": NoticeText(
+        Tone.WARNING,
+        "That entry was no longer there (it ran, moved or was changed meanwhile): nothing "
+        "changed.",
+    ),
+    "job_requeued": NoticeText(
+        Tone.SUCCESS,
+        "The job is back on its queue, behind the jobs already waiting there.",
+    ),
+    "job_rescheduled": NoticeText(
+        Tone.SUCCESS, "Rescheduled the job.", "Rescheduled the job: it is due in {count} minutes."
+    ),
+    "job_killed": NoticeText(
+        Tone.WARNING,
+        "Moved the job to the dead set: it is not retried again unless retried from there.",
+    ),
+    "set_cleared": NoticeText(
+        Tone.SUCCESS, "Deleted every entry of the set.", "Deleted {count} entries of the set."
+    ),
+    "set_retried": NoticeText(
+        Tone.SUCCESS,
+        "Every entry of the set went back on its queue.",
+        "{count} jobs went back on their queues.",
+    ),
+    "set_retried_partly": NoticeText(
+        Tone.WARNING,
+        "Some entries can't be put back on a queue (unreadable, or naming no queue of their "
+        "own) and stayed: delete them instead.",
+        "{count} jobs went back on their queues; the entries that can't be put back on a queue "
+        "(unreadable, or naming no queue of their own) stayed: delete them instead.",
+    ),
+    "set_empty": NoticeText(Tone.WARNING, "The set was empty: nothing changed."),
     "queue_cleared": NoticeText(
         Tone.SUCCESS, "Deleted every job of the queue.", "Deleted {count} jobs of the queue."
     ),

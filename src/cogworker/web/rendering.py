@@ -76,6 +76,13 @@ def compact_json(value: Any, limit: int | None = 160) -> str:
     return text
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut at ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
 def percent(part: float, whole: float) -> int:
     if whole <= 0:
         return 0
@@ -104,6 +111,8 @@ class Renderer:
             time=self.time_tag,
             utc=self.utc_text,
             segment=urls.segment,
+            clip=clip,
+            fingerprint=urls.digest,
         )
         self.env.globals.update(percent=percent, asset=assets.asset_url_path, carried=urls.carried)
 

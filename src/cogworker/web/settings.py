@@ -61,7 +61,10 @@ class WebSettings:
     ``session_secret`` signs it (see the module docstring); ``frame_options`` the
     X-Frame-Options header (``DENY``, ``SAMEORIGIN`` or None to allow framing anywhere);
     ``queue_page_size`` jobs per page of a queue; ``queue_scan_limit`` how many retry and
-    dead entries (newest first) are read to count one queue's share of them.
+    dead entries (newest first) are read to count one queue's share of them;
+    ``jobs_page_size`` rows per page of the Jobs table; ``jobs_search_limit`` how many stored
+    entries one search of the Jobs table reads at most (in the table's order; the page says
+    when the limit left some unsearched).
     """
 
     live_update_interval: float = 3.0
@@ -72,6 +75,8 @@ class WebSettings:
     frame_options: str | None = "DENY"
     queue_page_size: int = 50
     queue_scan_limit: int = 10_000
+    jobs_page_size: int = 25
+    jobs_search_limit: int = 200_000
 
     def __post_init__(self) -> None:
         interval = self.live_update_interval
@@ -93,6 +98,8 @@ class WebSettings:
             )
         self._check_count("queue_page_size", 1, 1000)
         self._check_count("queue_scan_limit", 100, 1_000_000)
+        self._check_count("jobs_page_size", 1, 500)
+        self._check_count("jobs_search_limit", 1000, 10_000_000)
         if self.session_secret is not None:
             if not isinstance(self.session_secret, str):
                 raise ConfigError("session_secret must be a string")

@@ -6,7 +6,8 @@
  *    URL every N seconds while Live is on and the page is visible;
  *  - a form with hx-post is posted in the background and the answer replaces the content of
  *    its hx-target; with data-cw-confirm a dialog asks first;
- *  - every <time data-cw-time> shows its instant in the browser's time zone.
+ *  - every <time data-cw-time> shows its instant in the browser's time zone;
+ *  - an element with data-cw-load fetches its content once (see loadSection).
  * Requests that refresh or act carry "HX-Request: true": the server answers a fragment.
  */
 (function () {
@@ -151,12 +152,57 @@
     container.focus();
   }
 
+  /* -- sections read on their own --------------------------------------------------------- */
+
+  /* An element with data-cw-load="<url>" shows that URL's fragment (in its
+   * [data-cw-load-into] part), fetched once when it appears: what is costly to read is not
+   * read again at every refresh. With data-cw-preserve, a refresh of its container keeps the
+   * element already loaded (same id, same URL); a [data-cw-reload] link in it loads it again. */
+  function loadSection(section) {
+    var into = section.querySelector("[data-cw-load-into]") || section;
+    section.setAttribute("data-cw-loaded", "");
+    section.setAttribute("aria-busy", "true");
+    var waiting = document.createElement("p");
+    waiting.className = "muted";
+    waiting.textContent = "Looking…";
+    into.replaceChildren(waiting);
+    window.fetch(section.getAttribute("data-cw-load"), {
+      headers: { "HX-Request": "true" }, credentials: "same-origin", cache: "no-store"
+    }).then(fragmentOf).then(function (html) {
+      into.innerHTML = html;
+      localizeTimes(into);
+    }).catch(function (error) {
+      waiting.textContent = "Could not read this (" + error.message + "): reload the page to try again.";
+    }).then(function () { section.removeAttribute("aria-busy"); });
+  }
+
+  function loadSections(root) {
+    each(root, "[data-cw-load]:not([data-cw-loaded])", loadSection);
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target instanceof Element ? event.target.closest("[data-cw-reload]") : null;
+    var section = link ? link.closest("[data-cw-load]") : null;
+    if (!section) { return; }
+    event.preventDefault();
+    loadSection(section);
+  });
+
   function swap(container, html) {
     var active = document.activeElement;
     var key = container.contains(active) ? focusKey(active) : null;
     var hadFocus = container.contains(active) && active !== container;
+    var kept = {};
+    each(container, "[data-cw-preserve][data-cw-loaded][id]", function (element) { kept[element.id] = element; });
     container.innerHTML = html;
+    each(container, "[data-cw-preserve][id]", function (element) {
+      var old = kept[element.id];
+      if (old && old.getAttribute("data-cw-load") === element.getAttribute("data-cw-load")) {
+        element.replaceWith(old);
+      }
+    });
     localizeTimes(container);
+    loadSections(container);
     each(container, "[data-cw-toast]", function (element) {
       toast(element.textContent, element.getAttribute("data-cw-toast"));
       element.remove();
@@ -286,6 +332,7 @@
     window.cogworkerSetLiveUpdate(window.cogworkerLiveUpdate);
     window.cogworkerSetWideLayout(window.cogworkerWideLayout);
     localizeTimes(document);
+    loadSections(document);
     each(document, "[hx-get][hx-trigger]", startPolling);
   }
 
