@@ -13,15 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import redis
 from conftest import wait_for
 
 import cogworker
-from cogworker import keys
+from cogworker import keys, locks, redis_errors
 from cogworker.redis_server import RedisServer
+from cogworker.worker import recovery
 from cogworker.worker.manager import Manager
 
 # argument lists as the real Ruby gem serialises them, with the unique digests and periodic
@@ -139,6 +140,41 @@ def closing_pools(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if cfg is not None:
         release(cfg)
+
+
+class Clearable(Protocol):
+    def clear(self) -> None: ...
+
+
+def forget_process_memory() -> None:
+    """What a forked worker forgets of its parent (see ``cli._run_swarm_child``): outage
+    reports, deferred lock releases, recovery's burials."""
+    redis_errors.reporter.reset()
+    locks.deferred.clear()
+    recovery.reset()
+
+
+def fresh_runtime(
+    request: pytest.FixtureRequest, *records: Clearable, gate: Gate | None = None
+) -> Iterator[None]:
+    """Body of a runtime test module's autouse fixture: empty the module's ``records`` and
+    close its ``gate``, with the process memory forgotten before and after the test; then
+    open the gate (no processor thread stays parked in a job) and, as ``closing_pools``
+    does, close the ``config`` fixture's sockets."""
+    cfg = request.getfixturevalue("config") if "config" in request.fixturenames else None
+    for record in records:
+        record.clear()
+    if gate is not None:
+        gate.reset()
+    forget_process_memory()
+    try:
+        yield
+    finally:
+        if gate is not None:
+            gate.open()
+        forget_process_memory()
+        if cfg is not None:
+            release(cfg)
 
 
 def private_config(url: str, **options: Any) -> cogworker.Config:

@@ -23,9 +23,9 @@ from conftest import wait_for
 from runtime_support import (
     Worker,
     all_settled,
-    closing_pools,
     cogworker_env,
     counter,
+    fresh_runtime,
     release,
     running,
     zset_entries,
@@ -109,15 +109,8 @@ class NaNMiddleware:
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    HOOK.clear()
-    yield
-    HOOK.clear()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, HOOK)
 
 
 @pytest.fixture

@@ -24,15 +24,15 @@ from runtime_support import (
     Gate,
     Worker,
     all_settled,
-    closing_pools,
     cogworker_env,
     command_calls,
+    fresh_runtime,
     redis_time,
     running,
 )
 
 import cogworker
-from cogworker import keys, locks, redis_errors, wire
+from cogworker import keys, wire
 from cogworker.fetch import queued_ttl
 from cogworker.identity import new_identity
 from cogworker.periodic.running_lock import active_ttl
@@ -92,24 +92,8 @@ class GatedJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    GATE.reset()
-    recovery.reset()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
-        recovery.reset()
-        locks.deferred.clear()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, gate=GATE)
 
 
 def cron_raw(token: str) -> str:

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import closing_pools, plant_orphan, private_config, release, running
+from runtime_support import fresh_runtime, plant_orphan, private_config, release, running
 
 import cogworker
-from cogworker import keys, redis_errors, wire
+from cogworker import keys, wire
 from cogworker.fetch import queued_ttl
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import EMPTY_POLL_INTERVAL, FETCH_BATCH, ReliableFetch
@@ -54,16 +54,8 @@ class IdleJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    redis_errors.reporter.reset()
-    yield
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from conftest import wait_for
 from runtime_support import (
     WORKER_USER,
     AclServer,
-    closing_pools,
+    fresh_runtime,
     plant_orphan,
     private_config,
     release,
@@ -33,17 +33,8 @@ from cogworker.worker.manager import Manager
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    recovery.reset()
-    redis_errors.reporter.reset()
-    yield
-    recovery.reset()
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request)
 
 
 @pytest.fixture

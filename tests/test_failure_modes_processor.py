@@ -22,18 +22,18 @@ from runtime_support import (
     Gate,
     all_settled,
     attempts_log,
-    closing_pools,
     counter,
+    fresh_runtime,
     private_config,
     release,
     running,
 )
 
 import cogworker
-from cogworker import keys, locks, redis_errors, status
+from cogworker import keys, status
 from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer
-from cogworker.worker import bookkeeper, recovery
+from cogworker.worker import bookkeeper
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []
@@ -70,25 +70,8 @@ class ExplodingMiddleware:
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    HOOK.clear()
-    GATE.reset()
-    recovery.reset()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
-        recovery.reset()
-        locks.deferred.clear()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, HOOK, gate=GATE)
 
 
 def nothing_left(r: redis.Redis, manager: Manager) -> None:

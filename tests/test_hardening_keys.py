@@ -21,7 +21,7 @@ from runtime_support import (
     Gate,
     HoldAt,
     all_settled,
-    closing_pools,
+    fresh_runtime,
     plant_orphan,
     private_config,
     release,
@@ -29,7 +29,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import keys, locks, redis_errors, wire
+from cogworker import keys, redis_errors, wire
 from cogworker.identity import new_identity
 from cogworker.periodic.running_lock import active_ttl
 from cogworker.redis_server import RedisServer, free_port
@@ -58,24 +58,8 @@ class CronJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    GATE.reset()
-    recovery.reset()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
-        recovery.reset()
-        locks.deferred.clear()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, gate=GATE)
 
 
 def beating(cfg: cogworker.Config) -> tuple[Manager, Heartbeat]:

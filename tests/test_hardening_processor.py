@@ -36,8 +36,8 @@ from runtime_support import (
     Gate,
     all_settled,
     attempts_log,
-    closing_pools,
     counter,
+    fresh_runtime,
     queue_jobs,
     release,
     running,
@@ -45,7 +45,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import cli, failure, keys, locks, redis_errors, registry, wire
+from cogworker import cli, failure, keys, registry, wire
 from cogworker.identity import new_identity
 from cogworker.locks import unique_digest
 from cogworker.worker import recovery, scheduler
@@ -160,25 +160,8 @@ class ExplodingMiddleware:
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    for record in (RUNS, THREADS, HOOK, RETRY_IN_CALLS, DEATHS):
-        record.clear()
-    GATE.reset()
-    recovery.reset()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()  # never leave a processor thread parked in a job
-        recovery.reset()
-        locks.deferred.clear()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, THREADS, HOOK, RETRY_IN_CALLS, DEATHS, gate=GATE)
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from runtime_support import (
     AclServer,
     Gate,
     all_settled,
-    closing_pools,
     counter,
+    fresh_runtime,
     plant_orphan,
     private_config,
     queue_jobs,
@@ -34,7 +34,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import keys, locks, redis_errors, wire
+from cogworker import keys, locks, wire
 from cogworker.fetch import Work
 from cogworker.fetch import reliable as reliable_fetch
 from cogworker.fetch.reliable import ReliableFetch
@@ -104,25 +104,8 @@ class PoisonMiddleware:
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    CLASS_HOOK.clear()
-    GATE.reset()
-    recovery.reset()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
-        recovery.reset()
-        locks.deferred.clear()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, CLASS_HOOK, gate=GATE)
 
 
 @pytest.fixture

@@ -22,16 +22,16 @@ import redis
 from conftest import wait_for
 from runtime_support import (
     AclServer,
-    closing_pools,
     command_calls,
     commands_since,
+    fresh_runtime,
     private_config,
     queue_jobs,
     release,
 )
 
 import cogworker
-from cogworker import keys, locks, redis_errors, testing
+from cogworker import keys, locks, testing
 from cogworker.client import Client
 from cogworker.identity import new_identity
 from cogworker.periodic import admin
@@ -79,18 +79,8 @@ class FakeClock:
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_state() -> Iterator[None]:
-    SEEN_LOCKS.clear()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    yield
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, SEEN_LOCKS)
 
 
 @pytest.fixture

@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import closing_pools, counter, redis_time, running
+from runtime_support import counter, fresh_runtime, redis_time, running
 
 import cogworker
 from cogworker import keys, redis_errors, wire
 from cogworker.identity import new_identity
-from cogworker.worker import recovery
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 
@@ -115,19 +114,8 @@ NAMED = {
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    DEATHS.clear()
-    recovery.reset()
-    redis_errors.reporter.reset()
-    yield
-    recovery.reset()
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, DEATHS)
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import AclServer, closing_pools, private_config, queue_jobs, release, running
+from runtime_support import AclServer, fresh_runtime, private_config, queue_jobs, release, running
 
 import cogworker
-from cogworker import keys, redis_errors, wire
+from cogworker import keys, wire
 from cogworker.fetch import Fetch
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import ACK, FETCH_BATCH, ReliableFetch
@@ -39,16 +39,8 @@ class FetchJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    redis_errors.reporter.reset()
-    yield
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS)
 
 
 def make_fetch(mode: str, config: cogworker.Config, identity: str | None = None) -> Fetch:

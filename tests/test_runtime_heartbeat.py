@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import closing_pools, private_config, redis_time, release
+from runtime_support import fresh_runtime, private_config, redis_time, release
 
 import cogworker
 from cogworker import keys, redis_errors
@@ -34,16 +34,8 @@ class BeatJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    redis_errors.reporter.reset()
-    yield
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS)
 
 
 def numsub(r: redis.Redis, identity: str) -> int:

@@ -20,8 +20,8 @@ from conftest import wait_for
 from runtime_support import (
     AclServer,
     Gate,
-    closing_pools,
     counter,
+    fresh_runtime,
     private_config,
     queue_jobs,
     release,
@@ -104,21 +104,8 @@ class AsyncJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    THREADS.clear()
-    GATE.reset()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()  # never leave a processor thread parked in a job
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, THREADS, gate=GATE)
 
 
 @pytest.fixture

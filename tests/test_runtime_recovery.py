@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import Gate, closing_pools, queue_jobs, redis_time, running
+from runtime_support import Gate, fresh_runtime, queue_jobs, redis_time, running
 
 import cogworker
-from cogworker import keys, redis_errors
+from cogworker import keys
 from cogworker.fetch.reliable import ReliableFetch, requeue_list
 from cogworker.identity import new_identity
 from cogworker.worker import recovery
@@ -41,22 +41,8 @@ class HeldJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    GATE.reset()
-    recovery.reset()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
-        recovery.reset()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, gate=GATE)
 
 
 def payload(token: str, queue: str = "default") -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import AclServer, closing_pools, counter, queue_jobs, release, zset_entries
+from runtime_support import AclServer, counter, fresh_runtime, queue_jobs, release, zset_entries
 
 import cogworker
 from cogworker import keys, redis_errors, wire
@@ -26,15 +26,8 @@ NOT_A_JOB = "not a job (JSON object with a queue) in cogworker:schedule"
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_reporter() -> Iterator[None]:
-    redis_errors.reporter.reset()
-    yield
-    redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request)
 
 
 @pytest.fixture

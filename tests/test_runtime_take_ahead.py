@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import Gate, all_settled, closing_pools, holds, running
+from runtime_support import Gate, all_settled, fresh_runtime, holds, running
 
 import cogworker
 from cogworker import keys
@@ -36,18 +36,8 @@ class HeldJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh() -> Iterator[None]:
-    RUNS.clear()
-    GATE.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, gate=GATE)
 
 
 @pytest.fixture

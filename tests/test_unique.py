@@ -25,10 +25,10 @@ from runtime_support import (
     RUBY_VECTORS,
     AclServer,
     Gate,
-    closing_pools,
     cogworker_env,
     counter,
     events,
+    fresh_runtime,
     kill_session,
     private_config,
     queue_jobs,
@@ -40,7 +40,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import keys, locks, redis_errors, wire
+from cogworker import keys, locks, wire
 from cogworker.client import Client
 from cogworker.identity import new_identity
 from cogworker.periodic.running_lock import active_ttl
@@ -109,23 +109,8 @@ class CronishJob(cogworker.Job):
 
 
 @pytest.fixture(autouse=True)
-def _close_pools(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield from closing_pools(request)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_records() -> Iterator[None]:
-    RUNS.clear()
-    DELAYS.clear()
-    GATE.reset()
-    locks.deferred.clear()
-    redis_errors.reporter.reset()
-    try:
-        yield
-    finally:
-        GATE.open()
-        locks.deferred.clear()
-        redis_errors.reporter.reset()
+def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield from fresh_runtime(request, RUNS, DELAYS, gate=GATE)
 
 
 @pytest.fixture
