@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import redis
+from admin_support import cli, ok, one_line_error
 from conftest import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from runtime_support import (
@@ -46,26 +47,6 @@ class CountJob(cogworker.Job):
 """
 
 WORKER_CONFIG = "heartbeat_interval: 0.2\npoll_interval: 0.2\nconcurrency: 2\n"
-
-
-def cli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cogworker(*args, redis_url=redis_url)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode != 0
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("cogworker: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def job(jid: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -166,7 +147,7 @@ def test_unknown_queue_is_a_one_line_error(r: redis.Redis, redis_url: str, actio
 
     result = cli(redis_url, "queues", action, "ghost")
 
-    assert_one_line_error(result, "unknown queue", "ghost")
+    one_line_error(result, "unknown queue", "ghost")
     assert r.llen(keys.queue("ghost")) == 1
     assert r.smembers(keys.PAUSED_QUEUES) == {"mail"}
 
@@ -262,15 +243,15 @@ def test_unknown_process_is_a_one_line_error(
     identity = live_identity(r, worker)
 
     for action in ("quiet", "resume", "stop"):
-        assert_one_line_error(cli(redis_url, "processes", action, "nobody:1:x"), "nobody:1:x")
-    assert_one_line_error(cli(redis_url, "processes", "stop"), "--all")  # names nothing
+        one_line_error(cli(redis_url, "processes", action, "nobody:1:x"), "nobody:1:x")
+    one_line_error(cli(redis_url, "processes", "stop"), "--all")  # names nothing
 
     assert worker.poll() is None
     assert presence(r, identity, "quiet") == "false"
 
 
 def test_processes_all_without_any_process_is_an_error(redis_url: str, r: redis.Redis) -> None:
-    assert_one_line_error(cli(redis_url, "processes", "quiet", "--all"), "no live process")
+    one_line_error(cli(redis_url, "processes", "quiet", "--all"), "no live process")
 
 
 # -- dead ------------------------------------------------------------------------------------
@@ -351,7 +332,7 @@ def test_dead_delete_by_jid_deletes_every_entry(r: redis.Redis, redis_url: str) 
 def test_unknown_dead_jid_is_a_one_line_error(r: redis.Redis, redis_url: str, action: str) -> None:
     seed_dead(r)
 
-    assert_one_line_error(cli(redis_url, "dead", action, "no-such-jid"), "no-such-jid")
+    one_line_error(cli(redis_url, "dead", action, "no-such-jid"), "no-such-jid")
 
     assert r.zcard(keys.DEAD) == 3
     assert r.keys(f"{keys.QUEUE_PREFIX}*") == []
@@ -408,5 +389,5 @@ def test_unreachable_redis_is_a_one_line_error(args: tuple[str, ...]) -> None:
 
     result = run_cogworker(*args, redis_url=unreachable)
 
-    assert_one_line_error(result)
+    one_line_error(result)
     assert "Traceback" not in result.stderr

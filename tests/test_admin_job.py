@@ -6,52 +6,17 @@ running on a real worker.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from admin_support import cli, gate_worker, ok, one_line_error
 from conftest import wait_for
-from runtime_support import Worker, cogworker_env, redis_time, run_cogworker
+from runtime_support import Worker, redis_time
 
 from cogworker import keys, wire
-
-JOBS_MODULE = """
-import time
-
-import cogworker
-
-
-class GateJob(cogworker.Job):
-    name = "AdminJob::Gate"
-
-    def perform(self, marker):
-        client = cogworker.default_config().redis()
-        client.incr(f"test:runs:{marker}")
-        deadline = time.monotonic() + 30
-        while not client.exists(f"test:gate:{marker}") and time.monotonic() < deadline:
-            time.sleep(0.02)
-"""
-
-
-def cli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cogworker(*args, redis_url=redis_url)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode != 0
-    assert result.stdout == ""
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("cogworker: ")
-    return line
 
 
 def payload(**fields: Any) -> dict[str, Any]:
@@ -157,19 +122,8 @@ def test_job_orphan_threshold_dates_the_recovery(r: redis.Redis, redis_url: str)
 
 @pytest.fixture
 def worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[Worker]:
-    (tmp_path / "admin_job_jobs.py").write_text(JOBS_MODULE)
-    (tmp_path / "worker.yml").write_text("heartbeat_interval: 0.2\npoll_interval: 0.2\n")
-    process = Worker(
-        ["run", "-r", "admin_job_jobs", "-C", "worker.yml"],
-        tmp_path,
-        cogworker_env(redis_url),
-        tmp_path / "worker.out",
-    )
-    try:
+    with gate_worker(tmp_path, redis_url, "AdminJob::Gate") as process:
         yield process
-    finally:
-        process.kill()
-        print(f"--- worker {process.pid}:\n{process.output()}")
 
 
 def test_job_running_on_a_real_worker(r: redis.Redis, redis_url: str, worker: Worker) -> None:

@@ -5,41 +5,14 @@ periodic`` (published cron entries with their last and next run), as real subpro
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import redis
-from runtime_support import run_cogworker
+from admin_support import cli, ok, one_line_error, rows
 
 from cogworker import keys
 from cogworker.connection import redacted_url
 from cogworker.periodic.cron import Schedule
-
-
-def cli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cogworker(*args, redis_url=redis_url)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode != 0
-    assert result.stdout == ""
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("cogworker: ")
-    return line
-
-
-def rows(text: str) -> list[list[str]]:
-    """A printed table's cells (columns are two or more spaces apart)."""
-    return [
-        [cell.strip() for cell in line.split("  ") if cell.strip()] for line in text.splitlines()
-    ]
-
 
 # -- locks -----------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from admin_support import gate_worker, ok, one_line_error
 from conftest import wait_for
 from runtime_support import (
     WORKER_PASSWORD,
@@ -32,37 +33,6 @@ from cogworker import admin, keys, wire
 from cogworker.redis_server import RedisServer, free_port
 
 UNREACHABLE = f"redis://127.0.0.1:{free_port()}/0"
-
-JOBS_MODULE = """
-import time
-
-import cogworker
-
-
-class GateJob(cogworker.Job):
-    name = "Busy::Gate"
-
-    def perform(self, marker):
-        client = cogworker.default_config().redis()
-        client.incr(f"test:runs:{marker}")
-        deadline = time.monotonic() + 30
-        while not client.exists(f"test:gate:{marker}") and time.monotonic() < deadline:
-            time.sleep(0.02)
-"""
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    return result.stdout
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode != 0
-    assert result.stdout == ""
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("cogworker: ")
-    return line
 
 
 @pytest.fixture
@@ -209,19 +179,8 @@ def test_changes_name_their_redis_without_credentials(
 
 @pytest.fixture
 def worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[Worker]:
-    (tmp_path / "busy_jobs.py").write_text(JOBS_MODULE)
-    (tmp_path / "worker.yml").write_text("heartbeat_interval: 0.2\npoll_interval: 0.2\n")
-    process = Worker(
-        ["run", "-r", "busy_jobs", "-C", "worker.yml"],
-        tmp_path,
-        cogworker_env(redis_url),
-        tmp_path / "worker.out",
-    )
-    try:
+    with gate_worker(tmp_path, redis_url, "Busy::Gate") as process:
         yield process
-    finally:
-        process.kill()
-        print(f"--- worker {process.pid}:\n{process.output()}")
 
 
 def test_busy_lists_running_work_and_unreadable_entries(
