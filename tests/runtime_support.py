@@ -244,14 +244,6 @@ def commands_since(client: redis.Redis, before: dict[str, int]) -> dict[str, int
     return {name: calls for name, calls in delta.items() if calls and name != "info"}
 
 
-def worker_identity_of(client: redis.Redis, pid: int) -> str | None:
-    """The identity the worker with OS pid ``pid`` registered, if it has beaten yet."""
-    for member in client.smembers(keys.PROCESSES):
-        if str(member).split(":")[-2] == str(pid):
-            return str(member)
-    return None
-
-
 def events(client: redis.Redis, key: str) -> list[list[str]]:
     """A list of space-separated records, oldest first, split into words."""
     return [str(item).split() for item in client.lrange(key, 0, -1)]
@@ -345,7 +337,8 @@ def process_title(pid: int) -> str:
 
 
 def registered_identity(client: redis.Redis, pid: int) -> str | None:
-    """The identity that the process ``pid`` registered in ``cogworker:processes``."""
+    """The identity that the process ``pid`` registered in ``cogworker:processes`` (None until
+    it has beaten)."""
     for member in client.smembers(keys.PROCESSES):
         if str(member).split(":")[-2] == str(pid):
             return str(member)
@@ -418,7 +411,7 @@ class Worker:
 
         def find() -> str | None:
             assert self.alive(), f"worker exited early:\n{self.output()}"
-            return worker_identity_of(client, self.pid)
+            return registered_identity(client, self.pid)
 
         return str(wait_for(find, timeout))
 
@@ -444,3 +437,30 @@ class Worker:
 
 
 StartWorker = Callable[..., Worker]
+
+
+class StartedWorkers:
+    """The workers a test starts in ``cwd``, each logging to its own ``worker-<n>.out``."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.started: list[Worker] = []
+
+    def start(self, args: list[str], env: dict[str, str]) -> Worker:
+        worker = Worker(args, self.cwd, env, self.cwd / f"worker-{len(self.started)}.out")
+        self.started.append(worker)
+        return worker
+
+
+@contextlib.contextmanager
+def started_workers(cwd: Path) -> Iterator[StartedWorkers]:
+    """For a ``start_worker`` fixture: afterwards every worker started is killed (its whole
+    group), then each one's output is printed (pytest shows it when the test failed)."""
+    workers = StartedWorkers(cwd)
+    try:
+        yield workers
+    finally:
+        for worker in workers.started:
+            worker.kill()
+        for worker in workers.started:
+            print(f"--- worker {worker.pid} {worker.args}:\n{worker.output()}")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import StartWorker, Worker
+from runtime_support import StartWorker, Worker, started_workers
 
 import cogworker
 from cogworker import keys
@@ -105,23 +105,12 @@ def run_cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Compl
 
 @pytest.fixture
 def start_worker(app_dir: Path, redis_url: str) -> Iterator[StartWorker]:
-    started: list[Worker] = []
+    with started_workers(app_dir) as workers:
 
-    def start(*args: str, env: dict[str, str] | None = None) -> Worker:
-        index = len(started)
-        worker = Worker(
-            list(args), app_dir, env or cli_env(redis_url), app_dir / f"worker-{index}.out"
-        )
-        started.append(worker)
-        return worker
+        def start(*args: str, env: dict[str, str] | None = None) -> Worker:
+            return workers.start(list(args), env or cli_env(redis_url))
 
-    try:
         yield start
-    finally:
-        for worker in started:
-            worker.kill()
-        for worker in started:
-            print(f"--- worker {worker.proc.pid} {worker.args}:\n{worker.output()}")
 
 
 @pytest.fixture

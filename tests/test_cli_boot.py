@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import StartWorker, Worker, cogworker_env, release
+from runtime_support import StartWorker, Worker, cogworker_env, release, started_workers
 
 import cogworker
 from cogworker import keys
@@ -57,21 +57,12 @@ BANNER = re.compile(r"INFO: cogworker \S+ started, identity=\S+ concurrency=2 qu
 def start_worker(tmp_path: Path, redis_url: str) -> Iterator[StartWorker]:
     (tmp_path / "boot_jobs.py").write_text(JOBS)
     (tmp_path / "no_jobs.py").write_text("import cogworker\n\nSETTING = 1\n")
-    started: list[Worker] = []
+    with started_workers(tmp_path) as workers:
 
-    def start(*args: str) -> Worker:
-        log = tmp_path / f"worker-{len(started)}.out"
-        worker = Worker(list(args), tmp_path, cogworker_env(redis_url), log)
-        started.append(worker)
-        return worker
+        def start(*args: str) -> Worker:
+            return workers.start(list(args), cogworker_env(redis_url))
 
-    try:
         yield start
-    finally:
-        for worker in started:
-            worker.kill()
-        for worker in started:
-            print(f"--- worker {worker.pid} {worker.args}:\n{worker.output()}")
 
 
 def test_banner_comes_first_and_shows_each_queue_once_with_its_weight(

@@ -23,7 +23,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 from conftest import wait_for
-from runtime_support import StartWorker, Worker, cogworker_env, release
+from runtime_support import StartWorker, Worker, cogworker_env, release, started_workers
 
 import cogworker
 from cogworker import cli, keys
@@ -83,21 +83,12 @@ def clean_env(redis_url: str, **extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def start_worker(app_dir: Path, redis_url: str) -> Iterator[StartWorker]:
-    started: list[Worker] = []
+    with started_workers(app_dir) as workers:
 
-    def start(*args: str, env: dict[str, str] | None = None) -> Worker:
-        log = app_dir / f"worker-{len(started)}.out"
-        worker = Worker(list(args), app_dir, env or clean_env(redis_url), log)
-        started.append(worker)
-        return worker
+        def start(*args: str, env: dict[str, str] | None = None) -> Worker:
+            return workers.start(list(args), env or clean_env(redis_url))
 
-    try:
         yield start
-    finally:
-        for worker in started:
-            worker.kill()
-        for worker in started:
-            print(f"--- worker {worker.pid} {worker.args}:\n{worker.output()}")
 
 
 def report(url: str, queue: str, key: str) -> dict[str, Any]:

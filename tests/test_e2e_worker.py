@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import StartWorker, Worker, holds
+from runtime_support import StartWorker, Worker, cogworker_env, holds, started_workers
 
 import cogworker
 from cogworker import keys, wire
@@ -105,28 +105,19 @@ def app_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def start_worker(app_dir: Path, redis_url: str) -> Iterator[StartWorker]:
     """Start workers running ``e2e_jobs``; every one is killed (group-wide) after the test."""
-    started: list[Worker] = []
+    with started_workers(app_dir) as workers:
 
-    def start(*args: str, config: str | None = None, env: dict[str, str] | None = None) -> Worker:
-        index = len(started)
-        command = ["run", "-r", "e2e_jobs", *args]
-        if config is not None:
-            path = app_dir / f"worker-{index}.yml"
-            path.write_text(config)
-            command += ["-C", str(path)]
-        environment = {**os.environ, "REDIS_URL": redis_url, **(env or {})}
-        environment.pop("PYTHONUNBUFFERED", None)  # the worker must flush its own lines
-        worker = Worker(command, app_dir, environment, app_dir / f"worker-{index}.out")
-        started.append(worker)
-        return worker
+        def start(
+            *args: str, config: str | None = None, env: dict[str, str] | None = None
+        ) -> Worker:
+            command = ["run", "-r", "e2e_jobs", *args]
+            if config is not None:
+                path = app_dir / f"worker-{len(workers.started)}.yml"
+                path.write_text(config)
+                command += ["-C", str(path)]
+            return workers.start(command, cogworker_env(redis_url, **(env or {})))
 
-    try:
         yield start
-    finally:
-        for worker in started:
-            worker.kill()
-        for worker in started:  # shown by pytest when the test failed
-            print(f"--- worker {worker.pid} {worker.args}:\n{worker.output()}")
 
 
 def fast(threshold: float = 300, shutdown: float = 10) -> str:

@@ -18,6 +18,7 @@ from runtime_support import (
     cogworker_env,
     listening,
     redis_time,
+    started_workers,
 )
 
 import cogworker
@@ -72,23 +73,15 @@ _close_pools = pytest.fixture(autouse=True)(closing_pools)
 def start_worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[StartWorker]:
     """``start_worker(*flags, config="extra: yaml")``: a worker reading the given queues."""
     (tmp_path / "explain_jobs.py").write_text(JOBS_MODULE)
-    started: list[Worker] = []
+    with started_workers(tmp_path) as workers:
 
-    def start(*flags: str, config: str = "") -> Worker:
-        path = tmp_path / f"worker-{len(started)}.yml"
-        path.write_text(BASE_CONFIG + config)
-        args = ["run", "-r", "explain_jobs", "-C", path.name, *flags]
-        log = tmp_path / f"worker-{len(started)}.out"
-        worker = Worker(args, tmp_path, cogworker_env(redis_url), log)
-        started.append(worker)
-        return worker
+        def start(*flags: str, config: str = "") -> Worker:
+            path = tmp_path / f"worker-{len(workers.started)}.yml"
+            path.write_text(BASE_CONFIG + config)
+            args = ["run", "-r", "explain_jobs", "-C", path.name, *flags]
+            return workers.start(args, cogworker_env(redis_url))
 
-    try:
         yield start
-    finally:
-        for worker in started:
-            worker.kill()
-            print(f"--- worker {worker.pid}:\n{worker.output()}")
 
 
 @pytest.fixture
