@@ -224,6 +224,26 @@ class HoldAt(logging.Handler):
         pass
 
 
+class PoisonMiddleware:
+    """Puts a NaN into the job: JSON-encoding the failed job then raises, every time, so its
+    failure can't be filed normally and the interrupt files it."""
+
+    def __call__(
+        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
+    ) -> None:
+        job["poisoned"] = float("nan")
+        call_next()
+
+
+class ExplodingMiddleware:
+    """Raises before the job is performed."""
+
+    def __call__(
+        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
+    ) -> None:
+        raise LookupError("middleware exploded")
+
+
 # -- added for the periodic / unique tests -------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ import pytest
 import redis
 from conftest import wait_for
 from runtime_support import (
+    PoisonMiddleware,
     Worker,
     all_settled,
     cogworker_env,
@@ -95,16 +96,6 @@ class UserMiddleware:
     def __call__(
         self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
     ) -> None:
-        call_next()
-
-
-class NaNMiddleware:
-    """Makes the failed job unserialisable, so filing it fails and the interrupt files it."""
-
-    def __call__(
-        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
-    ) -> None:
-        job["poisoned"] = float("nan")
         call_next()
 
 
@@ -231,7 +222,7 @@ def test_every_fate_is_named_on_the_failure_line(
 def test_an_interrupted_failure_says_what_was_done_instead(
     manager: Manager, r: redis.Redis
 ) -> None:
-    manager.config.server_middleware.add(NaNMiddleware)
+    manager.config.server_middleware.add(PoisonMiddleware)
     with formatted_log() as log:
         jid = FailJob.perform_async("nan")
         run_until(r, manager, lambda: r.zcard(keys.RETRY) == 1)

@@ -19,6 +19,7 @@ from conftest import wait_for
 from runtime_support import (
     WORKER_USER,
     AclServer,
+    ExplodingMiddleware,
     Gate,
     all_settled,
     attempts_log,
@@ -58,15 +59,6 @@ class HookedJob(cogworker.Job, retry=5):
     @classmethod
     def retry_in(cls, count: int, error: BaseException, job: dict[str, Any]) -> Any:
         return HOOK.get("retry_in")
-
-
-class ExplodingMiddleware:
-    """Raises before the job is performed (inside the status middleware)."""
-
-    def __call__(
-        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
-    ) -> None:
-        raise LookupError("middleware exploded")
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ import pytest
 import redis
 from conftest import wait_for
 from runtime_support import (
+    ExplodingMiddleware,
     Gate,
+    PoisonMiddleware,
     all_settled,
     attempts_log,
     counter,
@@ -138,25 +140,6 @@ class GatedJob(cogworker.Job, retry=3):
     def perform(self, token: str) -> None:
         RUNS.append(token)
         GATE.pass_through()
-
-
-class PoisonMiddleware:
-    """Puts a NaN into the job: JSON-encoding the failed job then raises, every time."""
-
-    def __call__(
-        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
-    ) -> None:
-        job["poisoned"] = float("nan")
-        call_next()
-
-
-class ExplodingMiddleware:
-    """Raises before the job is performed."""
-
-    def __call__(
-        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
-    ) -> None:
-        raise LookupError("middleware exploded")
 
 
 @pytest.fixture(autouse=True)

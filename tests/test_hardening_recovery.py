@@ -22,6 +22,7 @@ from conftest import wait_for
 from runtime_support import (
     AclServer,
     Gate,
+    PoisonMiddleware,
     all_settled,
     counter,
     fresh_runtime,
@@ -91,16 +92,6 @@ class NoRetryJob(cogworker.Job, retry=False):
     def perform(self, token: str) -> None:
         RUNS.append(token)
         raise KeyError(f"gone {token}")
-
-
-class PoisonMiddleware:
-    """Makes the failed job unserialisable, so its failure is filed by interrupt."""
-
-    def __call__(
-        self, worker: Any, job: dict[str, Any], queue: str, call_next: Callable[[], None]
-    ) -> None:
-        job["poisoned"] = float("nan")
-        call_next()
 
 
 @pytest.fixture(autouse=True)
