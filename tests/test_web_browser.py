@@ -1,4 +1,4 @@
-"""A smoke test in a real browser: Debian's Chromium driven by Playwright, against the
+"""Smoke tests in a real browser: Debian's Chromium driven by Playwright, against the
 dashboard served by uvicorn on 127.0.0.1 and the test Redis. Each page loads with JavaScript
 on and off without a console error and without a request leaving 127.0.0.1; actions work in
 place with JavaScript and through the confirmation page without it; Live refreshes a tab;
@@ -7,114 +7,77 @@ times show in the browser's zone. Screenshots of each page, light and dark, are 
 
 from __future__ import annotations
 
-import os
-import shutil
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 import redis
-import uvicorn
 from conftest import wait_for
-from playwright.sync_api import Browser, Page, sync_playwright
-from web_support import make_dash, plant_process, plant_work, push
+from playwright.sync_api import Browser
+from web_support import (
+    Served,
+    open_page,
+    plant_process,
+    plant_work,
+    push,
+    screenshot_dir,
+    serve,
+    shared_browser,
+)
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.redis_server import free_port
+from cogworker.web.job_sources import score_hint
+from cogworker.web.urls import digest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 JUNE_15_NOON = 1781524800.0  # 2026-06-15 12:00:00 UTC
+RETRY_ENTRY = wire.dumps(
+    {
+        "class": "Billing::Charge",
+        "jid": "r1",
+        "queue": "default",
+        "args": [{"customer": 42, "amount": "19.90"}],
+        "retry_count": 3,
+        "error_class": "Net::ReadTimeout",
+        "error_message": "timed out after 5s talking to the payment gateway",
+    }
+)
+PANEL = urlencode(
+    {
+        "status": "Retrying",
+        "selected": "r1",
+        "entry": f"retrying:{digest(RETRY_ENTRY)}:{score_hint(1e10)}",
+    }
+)
 PAGES = {
     "overview-a": "/overview?layout=a",
     "overview-b": "/overview?layout=b&queue=default",
     "workers": "/workers",
     "jobs": "/jobs",
+    "jobs-dead": "/jobs?status=Dead",
+    "jobs-panel": f"/jobs?{PANEL}",
+    "jobs-search": "/jobs?q=invoice",
     "confirm": "/overview/default/delete_all?queue=default&layout=b",
 }
-
-
-@dataclass
-class Served:
-    base: str
-    port: int
 
 
 @pytest.fixture
 def served(config: cogworker.Config) -> Iterator[Served]:
     """The dashboard under uvicorn in a thread (Live refreshes every second)."""
-    dashboard = make_dash(config, live_update_interval=1)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(dashboard, host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    wait_for(lambda: server.started, timeout=15)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", port)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        dashboard.close()
+    with serve(config, live_update_interval=1) as running:
+        yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM)
-        try:
-            yield launched
-        finally:
-            launched.close()
+@pytest.fixture
+def browser(pytestconfig: pytest.Config) -> Browser:
+    return shared_browser(pytestconfig)
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    chosen = os.environ.get("COGWORKER_SCREENSHOTS")
-    directory = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
-    directory.mkdir(parents=True, exist_ok=True)
-    print(f"screenshots in {directory}")
-    return directory
-
-
-@dataclass
-class Watched:
-    """A page whose console errors and non-local requests are recorded (the latter blocked)."""
-
-    page: Page
-    errors: list[str] = field(default_factory=list)
-    foreign: list[str] = field(default_factory=list)
-    requests: list[str] = field(default_factory=list)
-
-
-def open_page(browser: Browser, served: Served, *, js: bool, scheme: str = "light") -> Watched:
-    context = browser.new_context(
-        java_script_enabled=js,
-        color_scheme=scheme,  # type: ignore[arg-type]
-        timezone_id="Etc/GMT+5",
-        viewport={"width": 1280, "height": 800},
-    )
-    page = context.new_page()
-    watched = Watched(page)
-    page.on("console", lambda m: watched.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda error: watched.errors.append(str(error)))
-
-    def route(request_route: Any) -> None:
-        url = request_route.request.url
-        watched.requests.append(url)
-        if url.startswith(served.base + "/"):
-            request_route.continue_()
-        else:
-            watched.foreign.append(url)
-            request_route.abort()
-
-    page.route("**/*", route)
-    return watched
+    return screenshot_dir(tmp_path_factory)
 
 
 def seed(r: redis.Redis) -> None:
@@ -127,8 +90,27 @@ def seed(r: redis.Redis) -> None:
     push(r, "low priority/batch", args=[])
     r.sadd(keys.PAUSED_QUEUES, "mailers")
     r.lpush(keys.queue("default"), "{not json")
-    r.zadd(keys.RETRY, {wire.dumps({"class": "R", "jid": "r1", "queue": "default"}): 1e10})
-    r.zadd(keys.DEAD, {wire.dumps({"class": "D", "jid": "d1", "queue": "mailers"}): 1})
+    r.zadd(keys.RETRY, {RETRY_ENTRY: 1e10})
+    for number in range(3):
+        attempt = {
+            "attempt": number + 1,
+            "failed_at": JUNE_15_NOON + 60 * number,
+            "outcome": "retrying",
+            "error_class": "Net::ReadTimeout",
+            "error_message": "timed out after 5s",
+        }
+        r.rpush(keys.job_attempts("r1"), wire.dumps(attempt))
+    r.zadd(
+        keys.SCHEDULE, {wire.dumps({"class": "Report::Nightly", "jid": "s1", "queue": "low"}): 2e9}
+    )
+    dead = {
+        "class": "D",
+        "jid": "d1",
+        "queue": "mailers",
+        "error_class": "KeyError",
+        "error_message": "'user'",
+    }
+    r.zadd(keys.DEAD, {wire.dumps(dead): JUNE_15_NOON, "[1, 2]": JUNE_15_NOON - 60})
     plant_process(r, "web-1:4242:0123456789ab", concurrency=10, queues=["default", "mailers"])
     plant_process(r, "web-2:4343:ba9876543210", concurrency=5, quiet=True, rss_kb=None)
     started = int(time.time()) - 75
@@ -150,12 +132,13 @@ def test_every_page_loads_cleanly_and_stays_local(
             page.wait_for_load_state("load")
             # the script shows the Live toggle; without it the toggle stays hidden
             assert page.is_visible("[data-cw-live-toggle]") is js
+            if name == "jobs-panel" and js:  # the panel's explanation, fetched on its own
+                page.wait_for_selector(".why .why-place")
             suffix = "" if js else "-nojs"
             page.screenshot(path=str(shots / f"{name}-{scheme}{suffix}.png"), full_page=True)
-        assert watched.errors == []
-        assert watched.foreign == []
+        watched.assert_clean()
         assert all(url.startswith(served.base) for url in watched.requests)
-        watched.page.context.close()
+        watched.close()
 
 
 def test_times_show_in_the_browsers_zone(browser: Browser, served: Served, r: redis.Redis) -> None:

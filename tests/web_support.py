@@ -5,27 +5,44 @@ what a same-origin browser sends. ``forms`` reads the forms of a page the way a 
 and ``submit`` posts one of them with or without JavaScript (the page's script posts the
 ``hx-post`` URL with every field but the GET-only ones; a plain browser submits the form's
 own method and action with its enabled fields), so the tests act through the real markup.
+
+For the browser tests: ``shared_browser`` is one Chromium (Debian's, through Playwright's
+executable path: nothing is downloaded) for the whole session; ``serve`` runs a dashboard
+under uvicorn on 127.0.0.1; ``open_page`` opens a page that records console errors and
+aborts (and records) every request that would leave the served dashboard.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shutil
+import threading
 import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
+import pytest
 import redis
+import uvicorn
+from conftest import wait_for
 
 import cogworker
 from cogworker import keys, wire
+from cogworker.redis_server import free_port
 from cogworker.web import WebSettings, app
 from cogworker.web.application import Dashboard
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page, Playwright
 
 with warnings.catch_warnings():
     # Starlette asks for httpx2, which the test extra doesn't install; httpx works the same
@@ -252,3 +269,116 @@ def submit(client: TestClient, form: Form, *, js: bool) -> httpx.Response:
     if form.method == "get":
         return client.get(form.action, params=data)
     return post(client, form.action, data)
+
+
+# -- the browser tests -----------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+_shared: dict[str, Any] = {}
+
+
+def shared_browser(pytest_config: pytest.Config) -> Browser:
+    """One headless Chromium for the whole test session, closed when the session ends."""
+    if "browser" not in _shared:
+        from playwright.sync_api import sync_playwright
+
+        playwright: Playwright = sync_playwright().start()
+        _shared["playwright"] = playwright
+        _shared["browser"] = playwright.chromium.launch(executable_path=CHROMIUM)
+        pytest_config.add_cleanup(_close_shared_browser)
+    browser: Browser = _shared["browser"]
+    return browser
+
+
+def _close_shared_browser() -> None:
+    browser, playwright = _shared.pop("browser", None), _shared.pop("playwright", None)
+    if browser is not None:
+        browser.close()
+    if playwright is not None:
+        playwright.stop()
+
+
+def screenshot_dir(factory: pytest.TempPathFactory) -> Path:
+    """``$COGWORKER_SCREENSHOTS``, else a temporary directory; printed either way."""
+    chosen = os.environ.get("COGWORKER_SCREENSHOTS")
+    directory = Path(chosen) if chosen else factory.getbasetemp() / "screenshots"
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"screenshots in {directory}")
+    return directory
+
+
+@dataclass
+class Served:
+    base: str
+    port: int
+    dashboard: Dashboard
+
+
+@contextlib.contextmanager
+def serve(config: cogworker.Config, **settings: Any) -> Iterator[Served]:
+    """The dashboard under uvicorn in a thread on 127.0.0.1."""
+    dashboard = make_dash(config, **settings)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(dashboard, host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=15)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", port, dashboard)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        dashboard.close()
+
+
+@dataclass
+class Watched:
+    """A page whose console errors and requests are recorded; a request that would leave the
+    served dashboard is aborted and recorded in ``foreign``."""
+
+    page: Page
+    errors: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def assert_clean(self) -> None:
+        assert self.errors == [], self.errors
+        assert self.foreign == [], self.foreign
+
+    def close(self) -> None:
+        self.page.context.close()
+
+
+def open_page(
+    browser: Browser,
+    served: Served,
+    *,
+    js: bool,
+    scheme: str = "light",
+    width: int = 1280,
+    height: int = 800,
+) -> Watched:
+    context = browser.new_context(
+        java_script_enabled=js,
+        color_scheme=scheme,  # type: ignore[arg-type]
+        timezone_id="Etc/GMT+5",
+        viewport={"width": width, "height": height},
+    )
+    page = context.new_page()
+    watched = Watched(page)
+    page.on("console", lambda m: watched.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda error: watched.errors.append(str(error)))
+
+    def route(request_route: Any) -> None:
+        url = request_route.request.url
+        watched.requests.append(url)
+        if url.startswith(served.base + "/"):
+            request_route.continue_()
+        else:
+            watched.foreign.append(url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    return watched

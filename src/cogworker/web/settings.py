@@ -76,7 +76,7 @@ class WebSettings:
     queue_page_size: int = 50
     queue_scan_limit: int = 10_000
     jobs_page_size: int = 25
-    jobs_search_limit: int = 200_000
+    jobs_search_limit: int = 100_000
 
     def __post_init__(self) -> None:
         interval = self.live_update_interval
