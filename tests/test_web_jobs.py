@@ -29,6 +29,8 @@ from web_support import (
 
 import cogworker
 from cogworker import keys, wire
+from cogworker.config import ConfigError
+from cogworker.web import WebSettings
 
 _dash = pytest.fixture(name="dash")(web_support.dashboard)
 _client = pytest.fixture(name="client")(web_support.dashboard_client)
@@ -424,3 +426,17 @@ def test_a_key_of_another_type_is_left_out_with_a_note(client: Any, r: redis.Red
     html = client.get("/jobs").text
     assert jids(html) == ["fine"]
     assert "Not shown: cogworker:queue:broken holds another type of value" in html
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("jobs_page_size", 0),
+        ("jobs_page_size", 501),
+        ("jobs_search_limit", 999),
+        ("jobs_page_size", "25"),
+    ],
+)
+def test_the_jobs_settings_refuse_values_out_of_range(setting: str, value: Any) -> None:
+    with pytest.raises(ConfigError, match=f"^{setting} must be a whole number from "):
+        WebSettings(**{setting: value})

@@ -335,3 +335,22 @@ def test_an_entry_that_is_not_text_travels_and_is_deleted_by_its_bytes(
     finally:
         raw_bytes.close()
     assert api.dead_set(r).size() == 1
+
+
+def test_under_a_mount_prefix_every_link_form_and_redirect_keeps_it(
+    dash: Any, r: redis.Redis
+) -> None:
+    raw = add_to_set(r, keys.DEAD, jid="mounted")
+    with client_for(dash, root_path="/ops/cw") as mounted:
+        html = mounted.get("/ops/cw/jobs?status=Dead").text
+        assert 'id="jobs-content" hx-get="/ops/cw/jobs?status=Dead"' in html
+        assert 'action="/ops/cw/jobs"' in html  # the search
+        link = selection_link(html, "mounted")
+        assert link.startswith("/ops/cw/jobs?status=Dead&selected=mounted&entry=dead%3A")
+        panel = mounted.get(link).text
+        assert 'data-cw-load="/ops/cw/jobs/explain?' in panel
+        retry = form_with(panel_of(panel), "retry")
+        assert retry.action == retry.hx_post == "/ops/cw/jobs/dead/retry"
+        answer = submit(mounted, retry, js=False)
+    assert answer.headers["location"] == "/ops/cw/jobs?status=Dead&selected=mounted"
+    assert r.zscore(keys.DEAD, raw) is None and r.llen(keys.queue("default")) == 1

@@ -7,7 +7,9 @@ says when the limit left entries unsearched. Redis sends back only the entries w
 holds the search text, and the ones that may be unparseable; each is then checked against
 the rule exactly. A text that a job's JSON may store differently (non-ASCII, quotes,
 backslashes, slashes, control characters) can't be looked for in the stored text, so every
-entry read is sent back and checked. bench/web.py measures a search of 100,000 entries.
+entry read is sent back and checked. Reading 100,000 entries costs about 0.2 s when few hold
+the text, 0.9 s when a third do, 1.4 s for a text looked for in every entry (bench/web.py);
+a Live refresh of a searched view searches again.
 
 Entries are read from the end they don't leave by (a queue's newest, a set's latest score),
 so one that moves during the search is seen at worst twice, never skipped; each source's
