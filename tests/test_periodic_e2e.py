@@ -33,8 +33,8 @@ from runtime_support import (
     command_calls,
     events,
     kill_session,
+    registered_identity,
     spawn_cogworker,
-    worker_identity_of,
 )
 
 from cogworker import keys
@@ -180,7 +180,7 @@ def test_three_processes_run_every_slot_of_a_per_second_schedule_exactly_once(
     config = cron_config(entry, queues=["cron"])
     period = 2
     workers = [fleet.start(config) for _ in range(3)]
-    wait_for(lambda: all(worker_identity_of(r, w.pid) for w in workers), timeout=20)
+    wait_for(lambda: all(registered_identity(r, w.pid) for w in workers), timeout=20)
     registered_at = time.time()  # every process has beaten: its ticker starts right after
     wanted = 62
     wait_for(
@@ -224,7 +224,7 @@ def test_killed_until_executed_run_blocks_new_slots_until_it_is_recovered_and_do
 
     [victim] = [w for w in workers if str(w.pid) == pid]
     [survivor] = [w for w in workers if w is not victim]
-    identity = worker_identity_of(r, victim.pid)
+    identity = registered_identity(r, victim.pid)
     assert identity is not None
     kill_session(victim)
     holds(lambda: len(starts(r)) == 1 and r.get(lock) == jid, 3.0)  # waits for recovery
@@ -293,7 +293,7 @@ def test_cold_start_without_catch_up_two_racing_processes_enqueue_nothing(
         entry_id = pjid(cron, "PE2E::Tick", ["cold"])
         config = cron_config(entry, periodic_catch_up=False)
         workers = [fleet.start(config, "--redis-url", server.url) for _ in range(2)]
-        wait_for(lambda: all(worker_identity_of(client, w.pid) for w in workers), timeout=20)
+        wait_for(lambda: all(registered_identity(client, w.pid) for w in workers), timeout=20)
         # each process primes once (SET NX; nothing else in an idle fleet sends SET)
         wait_for(lambda: command_calls(client).get("set", 0) >= 2, timeout=15)
         slot = Entry(cron=cron, job="PE2E::Tick").schedule.slot(time.time())

@@ -32,10 +32,10 @@ from runtime_support import (
     kill_session,
     private_config,
     queue_jobs,
+    registered_identity,
     release,
     running,
     spawn_cogworker,
-    worker_identity_of,
     zset_entries,
 )
 
@@ -395,15 +395,6 @@ def test_older_cron_run_leaves_a_newer_runs_running_lock_alone(
 
 
 @pytest.fixture
-def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
 def acl_config(acl: AclServer) -> Iterator[cogworker.Config]:
     cfg = private_config(acl.worker_url, concurrency=2, shutdown_timeout=2.0)
     try:
@@ -631,7 +622,7 @@ def test_duplicates_stay_out_across_a_kill_and_the_recovery_of_the_run(
         jid = client.push(dict(item))
         assert jid is not None
         wait_for(lambda: len(events(r, "test:events")) == 1, timeout=20)
-        identity = worker_identity_of(r, first.pid)
+        identity = registered_identity(r, first.pid)
         assert identity is not None
         kill_session(first)
         assert client.push(dict(item)) is None  # the run is dead but not finished
