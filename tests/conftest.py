@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
@@ -18,6 +18,9 @@ import cogworker
 from cogworker import config as config_module
 from cogworker import testing
 from cogworker.redis_server import RedisServer
+
+if TYPE_CHECKING:
+    from runtime_support import AclServer
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +86,29 @@ def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
     finally:
         for server in started:
             server.cleanup()
+
+
+@pytest.fixture
+def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
+    """A private server on which the code under test connects as its own ACL user, so the
+    test can revoke a command at run time (``runtime_support.AclServer``)."""
+    from runtime_support import AclServer  # imported here: runtime_support imports conftest
+
+    server = AclServer(redis_server_factory)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def b(redis_url: str, r: redis.Redis) -> Iterator[redis.Redis]:
+    """A client on the shared server that returns bytes (the ``r`` fixture flushed it)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:

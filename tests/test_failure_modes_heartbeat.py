@@ -9,7 +9,7 @@ applies inside Lua scripts; the server's ACL LOG shows every refused call.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -26,7 +26,6 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, redis_errors, wire
 from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
 from cogworker.worker import recovery
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
@@ -38,13 +37,10 @@ def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    server.deny("time")
-    try:
-        yield server
-    finally:
-        server.close()
+def acl(acl: AclServer) -> AclServer:
+    """The shared ``acl`` server, with TIME refused to the code under test."""
+    acl.deny("time")
+    return acl
 
 
 @pytest.fixture

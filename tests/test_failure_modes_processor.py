@@ -33,7 +33,6 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, status
 from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
 from cogworker.worker import bookkeeper
 from cogworker.worker.manager import Manager
 
@@ -75,15 +74,6 @@ def nothing_left(r: redis.Redis, manager: Manager) -> None:
 
 
 # -- an acknowledgement refused twice, then allowed -------------------------------------------
-
-
-@pytest.fixture
-def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def refused_lrem_calls(admin: redis.Redis) -> int:

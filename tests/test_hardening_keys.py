@@ -151,15 +151,6 @@ def test_presence_hash_is_the_one_mandatory_write(
 # -- G101: cron locks kept alive from the in-memory performing set ------------------------------
 
 
-@pytest.fixture
-def acl(redis_server_factory: ServerFactory) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 def test_cron_lock_is_kept_alive_from_memory_and_never_brought_back_unasked(
     acl: AclServer,
 ) -> None:

@@ -254,15 +254,6 @@ def test_parking_list_of_the_wrong_type_buries_raw_then_swaps(
     assert r.get(keys.REPEAT_ORPHANS) == "not a list"
 
 
-@pytest.fixture
-def acl(redis_server_factory: ServerFactory) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 def test_failed_swap_of_a_raw_burial_is_retried_next_pass(acl: AclServer) -> None:
     admin = acl.admin
     cfg = private_config(acl.worker_url)

@@ -111,15 +111,6 @@ def ticking(config: cogworker.Config, clock: FakeClock) -> Ticking:
 
 
 @pytest.fixture
-def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
 def acl_config(acl: AclServer) -> Iterator[cogworker.Config]:
     """A config whose connections run as the ACL user ``acl`` can restrict."""
     cfg = private_config(acl.worker_url)

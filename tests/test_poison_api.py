@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -28,16 +27,6 @@ UNREADABLE: dict[str, bytes] = {
     "nan": b'{"class":"Api::Job","args":[NaN],"queue":"default","jid":"x2"}',
 }
 CASES = list(UNREADABLE)
-
-
-@pytest.fixture
-def b(redis_url: str, r: redis.Redis) -> Iterator[redis.Redis]:
-    """A client that returns bytes (the ``r`` fixture flushed the server)."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture

@@ -119,16 +119,6 @@ def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def b(redis_url: str, r: redis.Redis) -> Iterator[redis.Redis]:
-    """A client that returns bytes (the ``r`` fixture flushed the server)."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
 def manager(config: cogworker.Config) -> Iterator[Manager]:
     config.concurrency = 3
     config.shutdown_timeout = 2.0

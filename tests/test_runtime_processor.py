@@ -260,15 +260,6 @@ def test_retry_false_goes_to_dead_at_once_and_hooks_run_after_the_ack(
 # -- Redis failing between execute and acknowledge ------------------------------------------
 
 
-@pytest.fixture
-def acl(redis_server_factory: Callable[..., RedisServer]) -> Iterator[AclServer]:
-    server = AclServer(redis_server_factory)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 @pytest.mark.parametrize("settled_by", ["reconcile", "shutdown_while_still_denied"])
 def test_ack_denied_keeps_the_job_listed_and_it_never_runs_again(
     acl: AclServer, caplog: pytest.LogCaptureFixture, settled_by: str
