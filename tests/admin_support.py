@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,3 +82,33 @@ def gate_worker(tmp_path: Path, redis_url: str, job_name: str) -> Iterator[Worke
     finally:
         process.kill()
         print(f"--- worker {process.pid}:\n{process.output()}")
+
+
+METRICS_BANNER = "serving metrics on http://127.0.0.1:"
+
+
+@contextlib.contextmanager
+def serving_metrics(*args: str, env: dict[str, str]) -> Iterator[str]:
+    """Run ``python -m cogworker ARGS`` (a ``metrics`` command) and yield the URL of the
+    endpoint its first line announces. After the block TERM must end it with status 0; it is
+    killed if the block failed."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cogworker", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline().strip()
+        assert banner.startswith(METRICS_BANNER) and banner.endswith("/metrics"), banner
+        assert int(banner.removeprefix(METRICS_BANNER).split("/")[0]) > 0
+        yield banner.removeprefix("serving metrics on ")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=10)

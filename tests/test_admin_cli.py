@@ -8,9 +8,7 @@ A name that doesn't exist (queue, process identity, jid) must end the command wi
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ from typing import Any
 
 import pytest
 import redis
-from admin_support import cli, ok, one_line_error
+from admin_support import cli, ok, one_line_error, serving_metrics
 from conftest import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from runtime_support import (
@@ -343,37 +341,17 @@ def test_unknown_dead_jid_is_a_one_line_error(r: redis.Redis, redis_url: str, ac
 
 def test_metrics_command_serves_until_term(r: redis.Redis, redis_url: str) -> None:
     r.set(keys.STATS_PROCESSED, 41)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "cogworker", "metrics", "--port", "0"],
-        env=cogworker_env(redis_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline().strip()
-        prefix = "serving metrics on http://127.0.0.1:"
-        assert banner.startswith(prefix) and banner.endswith("/metrics"), banner
-        port = int(banner[len(prefix) :].split("/")[0])
-        assert port > 0
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            text = response.read().decode("utf-8")
-        values = {
-            sample.name: sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-        }
-        assert values["cogworker_processed_total"] == 41
+    served = serving_metrics("metrics", "--port", "0", env=cogworker_env(redis_url))
+    with served as url, urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode("utf-8")
 
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=10)
+    values = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert values["cogworker_processed_total"] == 41
 
 
 # -- Redis unreachable -----------------------------------------------------------------------

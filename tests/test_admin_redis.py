@@ -10,16 +10,13 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from admin_support import gate_worker, ok, one_line_error
+from admin_support import gate_worker, ok, one_line_error, serving_metrics
 from conftest import wait_for
 from runtime_support import (
     WORKER_PASSWORD,
@@ -86,36 +83,13 @@ def test_the_url_before_the_command_is_the_one_used(private: redis.Redis, args: 
 
 def test_the_url_before_metrics_is_the_one_used(private: redis.Redis) -> None:
     private.set(keys.STATS_PROCESSED, 17)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cogworker",
-            "--redis-url",
-            url_of(private),
-            "metrics",
-            "--port",
-            "0",
-        ],
-        env=cogworker_env(UNREACHABLE),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline().strip()
-        port = int(banner.rsplit(":", 1)[1].split("/")[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            lines = response.read().decode().splitlines()
-        assert "cogworker_processed_total 17" in lines
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=10)
+    command = ["--redis-url", url_of(private), "metrics", "--port", "0"]
+
+    served = serving_metrics(*command, env=cogworker_env(UNREACHABLE))
+    with served as url, urllib.request.urlopen(url, timeout=10) as response:
+        lines = response.read().decode().splitlines()
+
+    assert "cogworker_processed_total 17" in lines
 
 
 @pytest.mark.parametrize(
