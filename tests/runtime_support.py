@@ -64,6 +64,16 @@ def running(manager: Manager, stop_timeout: float = 5.0) -> Iterator[Manager]:
             manager.stop(stop_timeout)
 
 
+def stopped_at_teardown(manager: Manager, timeout: float = 2.0) -> Iterator[Manager]:
+    """Body of a ``manager`` fixture: yield ``manager`` (not started), stop it afterwards
+    unless the test already did."""
+    try:
+        yield manager
+    finally:
+        if not manager.stopping.is_set():
+            manager.stop(timeout)
+
+
 def holds(condition: Callable[[], Any], duration: float) -> None:
     """Poll ``condition`` for ``duration`` seconds; fail the moment it is false (to show that
     something does *not* happen)."""

@@ -43,6 +43,7 @@ from runtime_support import (
     queue_jobs,
     release,
     running,
+    stopped_at_teardown,
     zset_entries,
 )
 
@@ -156,12 +157,7 @@ def small(config: cogworker.Config) -> cogworker.Config:
 
 @pytest.fixture
 def manager(small: cogworker.Config) -> Iterator[Manager]:
-    subject = Manager(small, new_identity())
-    try:
-        yield subject
-    finally:
-        if not subject.stopping.is_set():
-            subject.stop(2.0)
+    yield from stopped_at_teardown(Manager(small, new_identity()))
 
 
 def inprogress(manager: Manager) -> str:

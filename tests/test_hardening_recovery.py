@@ -31,6 +31,7 @@ from runtime_support import (
     queue_jobs,
     release,
     running,
+    stopped_at_teardown,
     zset_entries,
 )
 
@@ -103,12 +104,7 @@ def _fresh_runtime(request: pytest.FixtureRequest) -> Iterator[None]:
 def manager(config: cogworker.Config) -> Iterator[Manager]:
     config.concurrency = 1
     config.shutdown_timeout = 2.0
-    subject = Manager(config, new_identity())
-    try:
-        yield subject
-    finally:
-        if not subject.stopping.is_set():
-            subject.stop(2.0)
+    yield from stopped_at_teardown(Manager(config, new_identity()))
 
 
 @pytest.fixture

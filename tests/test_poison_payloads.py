@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import counter, fresh_runtime, redis_time, running
+from runtime_support import counter, fresh_runtime, redis_time, running, stopped_at_teardown
 
 import cogworker
 from cogworker import keys, redis_errors, wire
@@ -123,12 +123,7 @@ def manager(config: cogworker.Config) -> Iterator[Manager]:
     config.concurrency = 3
     config.shutdown_timeout = 2.0
     config.death_handlers = [lambda entry, error: DEATHS.append(entry)]
-    subject = Manager(config, new_identity())
-    try:
-        yield subject
-    finally:
-        if not subject.stopping.is_set():
-            subject.stop(2.0)
+    yield from stopped_at_teardown(Manager(config, new_identity()))
 
 
 def good(token: str) -> bytes:
