@@ -271,8 +271,9 @@ def test_tstp_quiets_and_remote_resume_restarts_fetching(
 def test_remote_quiet_then_stop_exits_the_process_with_its_output_flushed(
     start_worker: StartWorker, producer: cogworker.Client, r: redis.Redis
 ) -> None:
-    """G103 and G107: a remote ``stop`` drains, removes the presence and ends the OS process;
-    the last log line is written even though stdout is a file and not line-buffered."""
+    """A remote ``stop`` after ``quiet`` drains the running job, removes the presence and
+    ends the OS process; its last log line is written even though stdout is a file and not
+    line-buffered."""
     worker = start_worker(config=fast())
     identity = worker.identity(r)
     wait_for(lambda: subscribed(r, identity))
@@ -373,7 +374,8 @@ def test_a_job_taken_ahead_by_a_killed_worker_runs_once_after_recovery(
 def test_fresh_last_beat_protects_a_dead_workers_job_from_a_big_threshold(
     start_worker: StartWorker, producer: cogworker.Client, r: redis.Redis
 ) -> None:
-    """C36: presence gone but the last beat is younger than orphan_threshold -> not robbed."""
+    """A process whose presence key is gone but whose last beat is younger than
+    orphan_threshold is not dead yet: its in-progress job is left where it is."""
     victim = start_worker(config=fast())
     victim_identity = victim.identity(r)
     push(producer, "GateJob", "fresh")

@@ -90,7 +90,7 @@ def cron_payload(token: str, pjid: str) -> str:
     )
 
 
-# -- G100: shared registry keys of the wrong type -------------------------------------------------
+# -- shared registry keys of the wrong type --------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_presence_hash_is_the_one_mandatory_write(
         close(manager, heartbeat)
 
 
-# -- G101: cron locks kept alive from the in-memory performing set ------------------------------
+# -- cron locks kept alive from the in-memory performing set ---------------------------------------
 
 
 def test_cron_lock_is_kept_alive_from_memory_and_never_brought_back_unasked(
@@ -252,7 +252,7 @@ def test_a_beat_after_an_outage_never_retakes_a_lock_its_run_just_released(
     assert r.exists(lock) == 0
 
 
-# -- G102: one unreadable in-flight entry ----------------------------------------------------------
+# -- one unreadable in-flight entry ----------------------------------------------------------------
 
 
 def test_one_unreadable_in_flight_entry_does_not_stop_the_other_refreshes(
@@ -290,7 +290,7 @@ def test_one_unreadable_in_flight_entry_does_not_stop_the_other_refreshes(
         close(manager, heartbeat)
 
 
-# -- G108: an outage seen by a real heartbeat is a few lines, not a flood ------------------------
+# -- an outage seen by a real heartbeat is a few lines, not a flood --------------------------------
 
 
 def test_heartbeat_outage_is_one_line_then_one_recovery_line(
@@ -319,7 +319,7 @@ def test_heartbeat_outage_is_one_line_then_one_recovery_line(
         admin.close()
 
 
-# -- G109: KeyGuard ------------------------------------------------------------------------------
+# -- KeyGuard --------------------------------------------------------------------------------------
 
 QUARANTINED = re.compile(r"^cogworker:quarantine:(?P<key>.+):(?P<ms>\d{13}):(?P<hex>[0-9a-f]{8})$")
 
@@ -509,7 +509,7 @@ def test_a_quarantined_key_is_recreated_by_the_next_write(
     assert scheduler.graduate_due(r, keys.RETRY) == 1
 
 
-# -- G110: switching the Redis URL after the client was built ------------------------------------
+# -- switching the Redis URL after the client was built --------------------------------------------
 
 
 def test_changing_redis_url_after_use_switches_the_database(
@@ -551,7 +551,7 @@ def test_client_registers_its_queue_in_the_new_database_after_a_switch(
         other.close()
 
 
-# -- G111: the queue registry of the wrong type ---------------------------------------------------
+# -- the queue registry of the wrong type ----------------------------------------------------------
 
 
 def test_bulk_push_with_a_broken_queue_registry_queues_each_job_once(

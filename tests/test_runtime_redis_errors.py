@@ -239,7 +239,8 @@ def test_an_outage_is_one_line_a_summary_a_minute_and_a_recovery_line(
 def test_hundred_reports_then_a_minute_then_recovery(
     caplog: pytest.LogCaptureFixture, connection_error: BaseException
 ) -> None:
-    """The acceptance numbers of failure-modes G108."""
+    """An outage reported 100 times is one line; a minute later one line sums up the
+    errors since; recovery is one WARNING line with the total and the duration."""
     clock = Clock()
     reporter = ErrorReporter(clock=clock)
     for _ in range(100):

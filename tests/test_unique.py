@@ -171,7 +171,7 @@ def test_duplicate_push_returns_none_while_the_first_is_scheduled(
 def test_lock_ttl_is_counted_from_the_due_time(
     config: cogworker.Config, r: redis.Redis, delay: float, low: int, high: int
 ) -> None:
-    """F97: a far-future job keeps its lock until it is due plus unique_lock_ttl."""
+    """A job scheduled far ahead keeps its lock until it is due plus unique_lock_ttl."""
     UniqueJob.perform_at(time.time() + delay, "due")
     assert low <= r.ttl(lock_key(UniqueJob, "due")) <= high
 
@@ -343,8 +343,8 @@ def test_a_run_handed_back_at_shutdown_leaves_the_lock_to_its_requeued_copy(
 def test_older_run_never_releases_or_extends_a_newer_runs_lock(
     small: cogworker.Config, r: redis.Redis
 ) -> None:
-    """F94: the lock belongs to a newer job; an older copy succeeding, then another failing
-    with a retry, leave its value and TTL alone."""
+    """A lock owned by a newer job is never touched by an older copy: the older copy
+    succeeding, then another failing with a retry, leave its value and TTL alone."""
     key = lock_key(UniqueRetryJob, "owned")
     r.set(key, "newer-run", ex=500)
     DELAYS.append(100_000)
@@ -368,7 +368,8 @@ def test_older_run_never_releases_or_extends_a_newer_runs_lock(
 def test_older_cron_run_leaves_a_newer_runs_running_lock_alone(
     small: cogworker.Config, r: redis.Redis
 ) -> None:
-    """F94 for ``periodic:running``: not shortened to active_ttl, not released."""
+    """The same for ``periodic:running``: an older cron run neither shortens a newer run's
+    lock to active_ttl nor releases it."""
     pjid = "c" * 40
     lock = keys.periodic_running(pjid)
     r.set(lock, "newer-run", ex=1000)
@@ -406,8 +407,9 @@ def acl_config(acl: AclServer) -> Iterator[cogworker.Config]:
 def test_release_refused_is_deferred_the_job_is_not_failed_and_the_next_beat_releases(
     acl: AclServer, acl_config: cogworker.Config
 ) -> None:
-    """F93/F95: DEL is refused while the job runs: the job still succeeds (processed, not in
-    retry or dead), the release waits in memory and the next heartbeat sends it."""
+    """Lock bookkeeping never changes a job's fate: with DEL refused while the job runs, it
+    still succeeds (processed, not in retry or dead); the release waits in memory and the
+    next heartbeat sends it."""
     admin_client = acl.admin
     client = Client(acl_config)
     jid = client.push(
@@ -433,7 +435,7 @@ def test_release_refused_is_deferred_the_job_is_not_failed_and_the_next_beat_rel
 def test_release_refused_after_a_terminal_failure_keeps_the_jobs_own_error(
     acl: AclServer, acl_config: cogworker.Config
 ) -> None:
-    """F93: the job's error is what is recorded, not the lock bookkeeping's."""
+    """A job failing for good records its own error, not the lock bookkeeping's."""
     admin_client = acl.admin
     acl.deny("del")
     jid = Client(acl_config).push(
@@ -454,8 +456,9 @@ def test_release_refused_after_a_terminal_failure_keeps_the_jobs_own_error(
 def test_a_deferred_release_refused_again_is_kept_until_it_goes_through(
     acl: AclServer, acl_config: cogworker.Config, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """F95: a retry refused by ACL keeps the release (dropping it would keep a cron entry or a
-    unique job locked out until the TTL); only a key of another type drops it, logged."""
+    """A deferred release is kept while its retries are refused (dropping it would keep a
+    cron entry or a unique job locked out until the TTL); only a key of another type drops
+    it, with a log line."""
     admin_client = acl.admin
     worker_client = acl_config.redis()
     admin_client.set("cogworker:unique:kept", "owner-jid")
@@ -501,7 +504,7 @@ def test_a_push_that_fails_after_taking_the_lock_releases_it(
 def test_release_during_an_outage_is_deferred_and_sent_by_the_next_beat(
     redis_server_factory: Callable[..., RedisServer], owner_changed: bool
 ) -> None:
-    """F95: Redis goes down while the job runs; the release is kept in memory; after the
+    """A release that meets a Redis outage while the job runs is kept in memory; after the
     restart the next beat releases it, unless a newer job owns the key by then."""
     server = redis_server_factory(config_lines=["appendonly yes", "appendfsync always"])
     cfg = private_config(server.url, concurrency=1, shutdown_timeout=1.0)
@@ -537,8 +540,8 @@ def test_release_during_an_outage_is_deferred_and_sent_by_the_next_beat(
 def test_failed_lock_shortening_at_run_start_lets_the_job_run_and_the_beat_shortens_it(
     acl: AclServer, acl_config: cogworker.Config, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """F96: the running lock of a cron run can't be shortened when the run starts (EXPIRE
-    refused); the job runs anyway and a heartbeat during ``perform`` shortens it."""
+    """A cron run whose running lock can't be shortened when it starts (EXPIRE refused)
+    runs anyway, and a heartbeat during ``perform`` shortens the lock."""
     admin_client = acl.admin
     pjid = "d" * 40
     lock = keys.periodic_running(pjid)
