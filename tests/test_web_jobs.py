@@ -329,7 +329,10 @@ def test_the_explanation_says_where_the_job_is_and_why_it_waits(
     assert "queue default is paused" in fragment
     assert "no worker process is running" in fragment
     assert "Backtrace of its last failed run" in fragment and "KeyError: &#39;user&#39;" in fragment
-    assert "line 3" in fragment and re.search(r">show</a>", fragment)
+    assert "line 3" in fragment and ">show</a>" not in fragment  # it is the entry shown
+    by_jid = client.get("/jobs/explain?selected=stuck").text  # a panel opened by jid alone
+    show = re.search(r'<a href="([^"]+)">show</a>', by_jid)
+    assert show is not None and "entry=enqueued%3A" in show.group(1)
     inline = client.get(
         html_module.unescape(loader.group(1)).replace("/jobs/explain", "/jobs") + "&explain=1"
     ).text
