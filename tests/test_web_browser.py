@@ -32,6 +32,9 @@ from cogworker import keys, wire
 from cogworker.web.job_sources import score_hint
 from cogworker.web.urls import digest
 
+# drives the system's chromium: dev.py leaves these out, saying so, where there is none
+pytestmark = pytest.mark.browser
+
 JUNE_15_NOON = 1781524800.0  # 2026-06-15 12:00:00 UTC
 RETRY_ENTRY = wire.dumps(
     {

@@ -23,6 +23,9 @@ from web_support import Served, Watched, add_to_set, open_page, push, serve, sha
 import cogworker
 from cogworker import keys
 
+# drives the system's chromium: dev.py leaves these out, saying so, where there is none
+pytestmark = pytest.mark.browser
+
 INTERVAL = 1.0  # the served dashboard's live_update_interval, seconds
 LIVE_TIMEOUT_MS = 10_000  # ten refreshes
 WORKER_TIMEOUT = 20.0  # a real worker process to boot, take a job or hear a command
