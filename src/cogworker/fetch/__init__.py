@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
@@ -38,10 +38,13 @@ class UnsupportedError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Work:
-    """A job taken off a queue: the queue name and the payload exactly as stored."""
+    """A job taken off a queue: the queue name and the payload exactly as stored; ``jid``
+    once the payload was parsed, so settling it doesn't parse it again to name its orphan
+    counter (``reliable.orphan_counter``)."""
 
     queue: str
     raw: str
+    jid: str | None = field(default=None, compare=False)
 
 
 class Fetch(Protocol):

@@ -73,6 +73,11 @@ def jid_of(raw: str) -> str:
     return jid if isinstance(jid, str) else "?"
 
 
+def orphan_counter(work: Work) -> str:
+    """The key counting how often ``work``'s job was recovered from a dead process."""
+    return keys.orphanings(work.jid if work.jid is not None else jid_of(work.raw))
+
+
 class ReliableFetch:
     mode = "reliable"
 
@@ -148,16 +153,15 @@ class ReliableFetch:
     # -- settling ---------------------------------------------------------------------------
 
     def acknowledge(self, works: Sequence[Work]) -> list[bool]:
-        raws = [work.raw for work in works]
-        counters = [keys.orphanings(jid_of(raw)) for raw in raws]
-        removed = ACK(self._client, [self.inprogress, *counters], raws)
+        counters = [orphan_counter(work) for work in works]
+        removed = ACK(self._client, [self.inprogress, *counters], [work.raw for work in works])
         return [bool(flag) for flag in removed]
 
     def give_back(self, work: Work) -> None:
         REQUEUE_ONE(self._client, [self.inprogress], [work.raw, *requeue_args(self.config)])
 
     def interrupt(self, work: Work, target: str, score: float, payload: str) -> bool:
-        keys_ = [self.inprogress, target, keys.orphanings(jid_of(work.raw))]
+        keys_ = [self.inprogress, target, orphan_counter(work)]
         return bool(INTERRUPT(self._client, keys_, [work.raw, score, payload]))
 
     def requeue_in_progress(

@@ -25,7 +25,7 @@ from redis.exceptions import NoScriptError
 
 from cogworker import keys, redis_errors
 from cogworker.fetch import Fetch, Work
-from cogworker.fetch.reliable import ACK, jid_of
+from cogworker.fetch.reliable import ACK, jid_of, orphan_counter
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -187,8 +187,7 @@ class Bookkeeper:
 
     def _ack_call(self, fetch: Fetch, acks: list[Work]) -> tuple[list[str], list[str]]:
         inprogress = getattr(fetch, "inprogress")  # noqa: B009 - reliable fetch only
-        raws = [work.raw for work in acks]
-        return [inprogress, *[keys.orphanings(jid_of(raw)) for raw in raws]], raws
+        return [inprogress, *map(orphan_counter, acks)], [work.raw for work in acks]
 
     def _queue_ack(self, pipe: Pipeline, fetch: Fetch, acks: list[Work]) -> None:
         script_keys, raws = self._ack_call(fetch, acks)

@@ -19,7 +19,7 @@ import queue
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -68,6 +68,7 @@ class _Run:
     """What happened to the job being processed (read by the settling step)."""
 
     job: Payload | None = None
+    jid: str | None = None  # as parsed, before any middleware could change the job
     started: bool = False  # listed as performing (the heartbeat keeps its cron lock alive)
     ran: Disposition | None = None  # ACK or INTERRUPT once perform has returned or raised
     performed: bool = False
@@ -152,6 +153,7 @@ class Processor:
             recovery.bury_unparseable(self.manager, work, parsed)
             return Disposition.DONE
         job = run.job = parsed
+        run.jid = job["jid"]
         self.manager.job_starting(work.raw)
         run.started = True
         bookkeeper = self.manager.bookkeeper
@@ -379,6 +381,8 @@ class Processor:
 
     def _settle(self, work: Work, run: _Run, disposition: Disposition) -> None:
         manager = self.manager
+        if run.jid is not None:
+            work = replace(work, jid=run.jid)  # no parsing it again to settle it
         if disposition is Disposition.ACK and run.death is None:
             manager.bookkeeper.acknowledge(work)  # job_finished once it is sent
             return
