@@ -11,7 +11,7 @@ import json
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from conftest import wait_for
 from runtime_support import (
     closing_pools,
     cogworker_env,
+    holds,
     kill_session,
     listening,
     redis_time,
@@ -109,14 +110,6 @@ def zadd(r: redis.Redis, key: str, job: dict[str, Any] | str, score: float) -> s
     raw = job if isinstance(job, str) else wire.dumps(job)
     r.zadd(key, {raw: score})
     return raw
-
-
-def holds(condition: Callable[[], Any], seconds: float) -> None:
-    """Poll ``condition`` for ``seconds``; fail the moment it is false."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert condition(), f"stopped holding: {condition}"
-        time.sleep(0.02)
 
 
 @pytest.fixture

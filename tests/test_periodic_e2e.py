@@ -32,6 +32,7 @@ from runtime_support import (
     cogworker_env,
     command_calls,
     events,
+    holds,
     kill_session,
     registered_identity,
     spawn_cogworker,
@@ -158,14 +159,6 @@ def pjid(cron: str, job: str, args: list[Any]) -> str:
 
 def starts(client: redis.Redis) -> list[list[str]]:
     return [record for record in events(client, "test:events") if record[0] == "start"]
-
-
-def holds(condition: Callable[[], Any], duration: float) -> None:
-    """Poll ``condition`` for ``duration`` seconds; fail the moment it is false."""
-    deadline = time.monotonic() + duration
-    while time.monotonic() < deadline:
-        assert condition(), f"stopped holding: {condition}"
-        time.sleep(0.05)
 
 
 # -- three processes, one per-second schedule ------------------------------------------------------
