@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,6 +159,18 @@ def runs(r: redis.Redis, marker: str, what: str = "runs") -> int:
 
 
 # -- stats -----------------------------------------------------------------------------------
+
+
+def test_the_read_api_loads_nothing_of_the_worker_runtime() -> None:
+    """A dashboard or an admin command reads through the API without loading the worker."""
+    probe = (
+        "import sys, cogworker.api; "
+        "print(sorted(m for m in sys.modules if m.startswith('cogworker.worker')))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout.strip() == "[]"
 
 
 def test_stats_of_an_empty_redis_are_all_zero(client: redis.Redis) -> None:

@@ -36,7 +36,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import keys, locks, wire
+from cogworker import graduation, keys, locks, wire
 from cogworker.fetch import Work
 from cogworker.fetch import reliable as reliable_fetch
 from cogworker.fetch.reliable import ReliableFetch
@@ -347,7 +347,7 @@ def _graduate(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.queue("broken"), "x")
     r.zadd(keys.RETRY, {RAW: 1})
     script_keys = [keys.RETRY, keys.QUEUES, keys.queue("broken")]
-    return keys.RETRY, RAW, lambda: scheduler.GRADUATE(m.client, script_keys, [RAW, "b", RAW])
+    return keys.RETRY, RAW, lambda: graduation.GRADUATE(m.client, script_keys, [RAW, "b", RAW])
 
 
 def _bury_entry(r: redis.Redis, m: Manager) -> Move:

@@ -16,11 +16,12 @@ from runtime_support import AclServer, counter, fresh_runtime, queue_jobs, relea
 
 import cogworker
 from cogworker import keys, redis_errors, wire
+from cogworker.graduation import GRADUATE
 from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer
 from cogworker.worker import scheduler
 from cogworker.worker.manager import Manager
-from cogworker.worker.scheduler import GRADUATE, Scheduler, graduate_due
+from cogworker.worker.scheduler import Scheduler, graduate_due
 
 NOT_A_JOB = "not a job (JSON object with a queue) in cogworker:schedule"
 

@@ -20,7 +20,7 @@ import redis
 from cogworker import keys, scripts, wire
 from cogworker.api.records import JobRecord, paged, release_locks_of
 from cogworker.api.search import search_sorted_set
-from cogworker.worker.scheduler import claim_and_requeue
+from cogworker.graduation import claim_and_requeue
 
 PAGE = 500
 CLEAR_BATCH = 1000

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import failure, keys, redis_errors, scripts, wire
+from cogworker import failure, graduation, keys, redis_errors, scripts, wire
 from cogworker.failure import Rejection
 from cogworker.worker import key_guard, recovery
 
@@ -30,7 +30,6 @@ DEFER_DELAY = 60
 RETRY_AFTER_LOST_CONNECTION = 5.0
 SETS = (keys.SCHEDULE, keys.RETRY)
 
-GRADUATE = scripts.load(__file__, "graduate")
 BURY_ENTRY = scripts.load(__file__, "bury_entry")
 
 
@@ -61,48 +60,12 @@ def graduate_due(client: redis.Redis, source: str, now: float | None = None) -> 
     return moved
 
 
-def claim_and_requeue(client: redis.Redis, source: str, entry: str) -> str:
-    """Move one entry of a sorted set onto the head of its queue, ``enqueued_at`` re-stamped.
-
-    Returns ``"requeued"``, ``"gone"`` (another process took it first) or ``"invalid"`` (not a
-    job, e.g. no queue: left where it is). Shared by the poller and the API's retry.
-    """
-    requeue = _requeueable(entry, source)
-    if isinstance(requeue, Rejection):
-        return "invalid"
-    queue, payload = requeue
-    moved = GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, payload])
-    return "requeued" if moved else "gone"
-
-
-def _requeueable(entry: str, source: str) -> tuple[str, str] | Rejection:
-    """``(queue, payload to push)`` for an entry that is a job, else why it is not one."""
-    job = failure.parse_object(entry)
-    not_a_job = f"not a job (JSON object with a queue) in {source}"
-    if isinstance(job, Rejection):
-        if job.undecodable:
-            return Rejection(job.error_class, f"{job.message} (in {source})")
-        return Rejection("TypeError", not_a_job)
-    queue, jid = job.get("queue"), job.get("jid")
-    if not isinstance(queue, str) or not queue:
-        return Rejection("TypeError", not_a_job, jid if isinstance(jid, str) and jid else None)
-    rejection = failure.check_job(job)
-    if rejection is not None:
-        return Rejection(rejection.error_class, f"{rejection.message} (in {source})", rejection.jid)
-    job["enqueued_at"] = wire.now()
-    try:
-        return queue, wire.dumps(job)
-    except (ValueError, TypeError, RecursionError) as error:
-        return Rejection(type(error).__name__, f"can't be encoded again ({error}) in {source}")
-
-
 def _graduate_one(client: redis.Redis, source: str, entry: str) -> int:
-    requeue = _requeueable(entry, source)
+    requeue = graduation.requeueable(entry, source)
     if isinstance(requeue, Rejection):
         _bury(client, source, entry, requeue)
         return 0
-    queue, payload = requeue
-    return int(GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, payload]))
+    return int(graduation.move_to_queue(client, source, entry, *requeue))
 
 
 def _bury(client: redis.Redis, source: str, entry: str, rejection: Rejection) -> None:
