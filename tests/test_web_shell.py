@@ -28,11 +28,12 @@ from web_support import HX, client_for, form_with, make_dash, post, push
 
 import cogworker
 from cogworker import keys
+from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import ConfigError
 from cogworker.redis_server import RedisServer, free_port
 from cogworker.web import WebSettings
 from cogworker.web.application import Dashboard
-from cogworker.web.cli import ROOT_URL_KEY, web_command
+from cogworker.web.cli import web_command
 
 _dash = pytest.fixture(name="dash")(web_support.dashboard)
 _client = pytest.fixture(name="client")(web_support.dashboard_client)
@@ -269,7 +270,7 @@ def test_the_command_refuses_conflicting_options() -> None:
     @click.group()
     @click.pass_context
     def top(ctx: click.Context) -> None:
-        ctx.meta[ROOT_URL_KEY] = "redis://one:6379/0"
+        ctx.meta[REDIS_URL_META] = "redis://one:6379/0"
 
     top.add_command(web_command)
     conflict = CliRunner().invoke(top, ["web", "--redis-url", "redis://two:6379/0"])

@@ -17,24 +17,17 @@ from typing import NoReturn
 import click
 
 from cogworker import connection, logs
+from cogworker.cli_context import chosen_redis_url
 from cogworker.config import Config, ConfigError
-
-ROOT_URL_KEY = "cogworker.redis_url"
-"""Where the top-level ``cogworker --redis-url`` is kept for subcommands (context meta)."""
-
-
-def _redis_url(own: str | None) -> str | None:
-    context = click.get_current_context(silent=True)
-    top = context.find_root().meta.get(ROOT_URL_KEY) if context is not None else None
-    if own and top and own != top:
-        raise click.UsageError(f"--redis-url given twice with different values ({top!r}, {own!r})")
-    return own or top
 
 
 @click.command("web")
 @click.option("--port", type=click.IntRange(0, 65535), default=9292, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--redis-url", help="Redis URL (default $REDIS_URL or localhost).")
+@click.option(
+    "--redis-url",
+    help="Redis URL (default: the one before the command name, $REDIS_URL or localhost).",
+)
 @click.option(
     "--root-path",
     default="",
@@ -72,7 +65,7 @@ def web_command(
     import uvicorn
 
     try:
-        config = Config(redis_url=_redis_url(redis_url))
+        config = Config(redis_url=chosen_redis_url(redis_url))
         logs.setup(config.log_level)
         dashboard = app(config)
     except ConfigError as error:
