@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis.exceptions import NoScriptError
 
 from cogworker import keys, locks, redis_errors, scripts, wire
 from cogworker.client import Client
@@ -204,48 +203,27 @@ class Ticker:
 
     def _claim_all(self, claims: list[tuple[Entry, int]], jids: list[str]) -> list[Any]:
         """Claim every due slot in one round trip (priming instead when catch-up is off)."""
-        pipe = self._client.pipeline(transaction=False)
-        primes = []
+        batch = scripts.Batch(self._client)
+        primes: list[int | None] = []  # where the priming SET's reply is, per claim
+        positions = []
         for (entry, slot), jid in zip(claims, jids, strict=True):
             state = self._states[entry.pjid]
             priming = not self.config.periodic_catch_up and state.checked_slot is None
-            primes.append(priming)
+            primes.append(len(batch) if priming else None)
             if priming:
-                pipe.set(keys.periodic_last_slot(entry.pjid), slot, nx=True)
+                batch.pipe.set(keys.periodic_last_slot(entry.pjid), slot, nx=True)
             script_keys = [
                 keys.periodic_running(entry.pjid),
                 keys.periodic_last_slot(entry.pjid),
                 keys.periodic_lock(entry.pjid, slot),
             ]
             args: list[Any] = [slot, entry.unique or "", LOCK_TTL, jid, CLAIMED_TTL]
-            pipe.evalsha(CLAIM.sha, len(script_keys), *script_keys, *args)
-        replies = pipe.execute(raise_on_error=False)
-        results: list[Any] = []
-        position = 0
-        for (entry, slot), jid, priming in zip(claims, jids, primes, strict=True):
-            primed = False
-            if priming:
-                primed = replies[position] is True
-                position += 1
-            reply = replies[position]
-            position += 1
-            if isinstance(reply, NoScriptError):
-                reply = self._claim_one(entry, slot, jid)
-            results.append(0 if primed else reply)
-        return results
-
-    def _claim_one(self, entry: Entry, slot: int, jid: str) -> Any:
-        script_keys = [
-            keys.periodic_running(entry.pjid),
-            keys.periodic_last_slot(entry.pjid),
-            keys.periodic_lock(entry.pjid, slot),
+            positions.append(batch.script(CLAIM, script_keys, args))
+        replies = batch.execute()
+        return [
+            0 if prime is not None and replies[prime] is True else replies[position]
+            for prime, position in zip(primes, positions, strict=True)
         ]
-        try:
-            return CLAIM(
-                self._client, script_keys, [slot, entry.unique or "", LOCK_TTL, jid, CLAIMED_TTL]
-            )
-        except redis.RedisError as error:
-            return error
 
     def _blocked_too_long(self, state: _State, slot: int) -> bool:
         clock = time.monotonic()
@@ -292,21 +270,14 @@ class Ticker:
         if not queued:
             return
         ttl = math.ceil(self.config.unique_lock_ttl)
-        pipe = self._client.pipeline(transaction=False)
+        batch = scripts.Batch(self._client)
         for entry, jid in queued:
-            lock = keys.periodic_running(entry.pjid)
-            pipe.evalsha(locks.EXPIRE_IF_OWNED.sha, 1, lock, jid, ttl)
+            batch.script(locks.EXPIRE_IF_OWNED, [keys.periodic_running(entry.pjid)], [jid, ttl])
         try:
-            replies: list[Any] = pipe.execute(raise_on_error=False)
+            replies = batch.execute()
         except redis.RedisError as error:
             replies = [error] * len(queued)
         for (entry, jid), reply in zip(queued, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                try:
-                    locks.expire_if_owned(self._client, keys.periodic_running(entry.pjid), jid, ttl)
-                    continue
-                except redis.RedisError as error:
-                    reply = error
             if isinstance(reply, Exception):
                 logger.warning(
                     "periodic %s: couldn't extend the running lock of jid=%s (it expires %ds "
