@@ -54,12 +54,12 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def config(r: redis.Redis, redis_url: str) -> Iterator[cogworker.Config]:
     """A fresh Config on the shared (flushed) server, also installed as the default."""
     cfg = cogworker.Config(redis_url=redis_url)
-    previous = config_module._default
+    previous = config_module._default.config
     cogworker.set_default_config(cfg)
     try:
         yield cfg
     finally:
-        config_module._default = previous
+        config_module._default.config = previous
         cfg._drop_redis()
 
 

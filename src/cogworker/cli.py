@@ -32,6 +32,7 @@ from cogworker import __version__, admin_cli, config_file, logs, proctitle, regi
 from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
+from cogworker.process_state import state
 from cogworker.registry import AppLoadError, load_app
 from cogworker.web.cli import web_command
 
@@ -287,12 +288,10 @@ def run_swarm(flags: WorkerFlags) -> None:
 
 def _run_swarm_child(flags: WorkerFlags) -> None:
     """A forked child: forget the parent's per-process state, then boot a full worker."""
-    from cogworker import locks, redis_errors
     from cogworker.worker import recovery
 
-    redis_errors.reporter.reset()
-    locks.deferred.clear()
-    recovery.reset()
+    state.reset()
+    recovery.reset()  # the runtime's own memory: not yet a part of the process state
     run_worker(flags, supervised=True)
 
 

@@ -4,20 +4,25 @@ A job to run now is LPUSHed onto ``cogworker:queue:<name>`` (stamped ``enqueued_
 with ``at`` is ZADDed to ``cogworker:schedule``. Either is one round trip: the queue name is
 added to ``cogworker:queues`` in the same pipeline the first time this client sees it, and
 never again. A bulk push sends up to 1,000 jobs per round trip.
+
+``Enqueuer`` turns a job class and its arguments into a payload (what ``Job.perform_async``
+and ``Job.set(...)`` use): it lives here, below ``job``, since a client enqueues classes too.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol
 
 from cogworker import keys, testing, wire
 from cogworker.config import Config, default_config
-from cogworker.job import Enqueuer, Job, Performer
+from cogworker.process_state import state
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -26,6 +31,138 @@ P = ParamSpec("P")
 BULK_BATCH = 1000
 
 logger = logging.getLogger("cogworker.client")
+
+
+class Performer(Protocol[P]):
+    """Anything with a ``perform`` method; lets mypy check enqueue arguments against it."""
+
+    def perform(self, *args: P.args, **kwargs: P.kwargs) -> object: ...
+
+
+class JobClass(Protocol):
+    """What enqueuing reads of a job class (``cogworker.Job`` has both)."""
+
+    name: ClassVar[str]
+    options: ClassVar[dict[str, Any]]
+
+
+def _epoch(when: datetime | float | int) -> float:
+    if isinstance(when, datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError(
+                f"perform_at needs an aware datetime (with a tzinfo), got naive {when.isoformat()}"
+            )
+        return when.timestamp()
+    if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
+        raise TypeError(f"perform_at takes an aware datetime or epoch seconds, got {when!r}")
+    return float(when)
+
+
+def _seconds(interval: timedelta | float | int) -> float:
+    if isinstance(interval, timedelta):
+        return interval.total_seconds()
+    if isinstance(interval, bool) or not isinstance(interval, int | float):
+        raise TypeError(f"perform_in takes seconds or a timedelta, got {interval!r}")
+    if not math.isfinite(interval):
+        raise ValueError(f"perform_in takes a finite number of seconds, got {interval!r}")
+    return float(interval)
+
+
+def _no_kwargs(name: str, kwargs: dict[str, Any]) -> None:
+    if kwargs:
+        raise TypeError(
+            f"{name}: keyword arguments can't be enqueued ({', '.join(kwargs)}); "
+            "pass them positionally"
+        )
+
+
+def _perform_signature(job_class: type[JobClass]) -> inspect.Signature | None:
+    """``perform``'s signature without ``self``; None when there is nothing to check against (a
+    class that only names a job run elsewhere, e.g. by Ruby workers, has no ``perform``)."""
+    cached = job_class.__dict__.get("_perform_signature")
+    if cached is not None or "_perform_signature" in job_class.__dict__:
+        return cached
+    perform = getattr(job_class, "perform", None)
+    signature: inspect.Signature | None = None
+    if perform is not None:
+        try:
+            full = inspect.signature(perform)
+        except (TypeError, ValueError):
+            full = None
+        if full is not None:
+            signature = full.replace(
+                parameters=list(full.parameters.values())[1:],
+                return_annotation=inspect.Signature.empty,
+            )
+    type.__setattr__(job_class, "_perform_signature", signature)
+    return signature
+
+
+def _check_arity(job_class: type[JobClass], args: list[Any]) -> None:
+    """Raise TypeError now if ``perform`` can't take ``args``, instead of failing every run."""
+    signature = _perform_signature(job_class)
+    if signature is None:
+        return
+    try:
+        signature.bind(*args)
+    except TypeError as error:
+        raise TypeError(
+            f"{job_class.name}: can't enqueue {len(args)} argument(s) for perform{signature}: "
+            f"{error}"
+        ) from None
+
+
+class Enqueuer(Generic[P]):
+    """Enqueues one job class with per-call option overrides: ``Job.set(queue=...)``."""
+
+    def __init__(
+        self, job_class: type[JobClass], overrides: dict[str, Any], client: Client | None = None
+    ) -> None:
+        self._job_class = job_class
+        self._overrides = overrides
+        self._client = client
+
+    def _client_or_default(self) -> Client:
+        return self._client if self._client is not None else default_client()
+
+    def item(self, args: Iterable[Any], at: float | None = None) -> wire.Payload:
+        """The payload this enqueuer would push for ``args`` (before normalisation)."""
+        name = self._job_class.name
+        item: wire.Payload = {**self._job_class.options, **self._overrides, "class": name}
+        item["args"] = wire.check_args(args, name)
+        _check_arity(self._job_class, item["args"])
+        if at is not None:
+            item["at"] = at
+        return item
+
+    def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        """Enqueue now; returns the jid, or None if a client middleware stopped the push."""
+        _no_kwargs(self._job_class.name, kwargs)
+        return self._client_or_default().push(self.item(args))
+
+    def perform_in(
+        self, interval: timedelta | float, *args: P.args, **kwargs: P.kwargs
+    ) -> str | None:
+        """Enqueue to run after ``interval`` (seconds or a timedelta) from now."""
+        _no_kwargs(self._job_class.name, kwargs)
+        return self._client_or_default().push(self.item(args, wire.now() + _seconds(interval)))
+
+    def perform_at(self, when: datetime | float, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        """Enqueue to run at ``when``: an aware datetime or epoch seconds."""
+        _no_kwargs(self._job_class.name, kwargs)
+        return self._client_or_default().push(self.item(args, _epoch(when)))
+
+    def perform_bulk(self, args_list: Iterable[Sequence[Any]]) -> list[str | None]:
+        """Enqueue one job per argument list, in round trips of up to 1,000 jobs."""
+        items = []
+        for args in args_list:
+            if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+                raise TypeError(
+                    f"{self._job_class.name}.perform_bulk takes a list of argument lists, "
+                    f"got {args!r} as one of them"
+                )
+            items.append(self.item(args))
+        return self._client_or_default().push_bulk(items)
 
 
 class Client:
@@ -62,7 +199,7 @@ class Client:
         return self._enqueuer(job).perform_at(when, *args, **kwargs)
 
     def _enqueuer(self, job: type[Performer[P]]) -> Enqueuer[P]:
-        job_class: type[Job] = job  # type: ignore[assignment]
+        job_class: type[JobClass] = job  # type: ignore[assignment]
         return Enqueuer(job_class, {}, self)
 
     # -- low level ----------------------------------------------------------------------------
@@ -96,21 +233,11 @@ class Client:
         return chain.invoke(job["class"], job, job["queue"], self.config.redis(), final=final)
 
     def _dispatch(self, jobs: list[wire.Payload]) -> None:
-        mode = testing.current_mode()
-        if mode is not testing.Mode.DISABLED:
+        if testing.active():
             for job in jobs:
                 testing.dispatch(self.config, job)
             return
-        stamp = wire.now()
-        by_queue: dict[str, list[str]] = {}
-        scheduled: dict[str, float] = {}
-        for job in jobs:
-            at = job.get("at")
-            if at is not None:
-                scheduled[wire.dumps(job)] = float(at)
-            else:
-                job["enqueued_at"] = stamp
-                by_queue.setdefault(job["queue"], []).append(wire.dumps(job))
+        by_queue, scheduled = _by_destination(jobs, wire.now())
         redis = self.config.redis()
         if redis is not self._registered_on:  # another server or db: register afresh
             self._registered_queues, self._registered_on = set(), redis
@@ -149,17 +276,49 @@ class Client:
                 raise reply
 
 
-_default_clients: dict[int, Client] = {}
-_default_lock = threading.Lock()
+def _by_destination(
+    jobs: list[wire.Payload], stamp: float
+) -> tuple[dict[str, list[str]], dict[str, float]]:
+    """The encoded jobs by queue (stamped ``enqueued_at``), and the scheduled ones with their
+    due times."""
+    by_queue: dict[str, list[str]] = {}
+    scheduled: dict[str, float] = {}
+    for job in jobs:
+        at = job.get("at")
+        if at is not None:
+            scheduled[wire.dumps(job)] = float(at)
+        else:
+            job["enqueued_at"] = stamp
+            by_queue.setdefault(job["queue"], []).append(wire.dumps(job))
+    return by_queue, scheduled
+
+
+class DefaultClient:
+    """The client of the default config (a process-state part): one, so its memo of the
+    queues it registered lasts, and a new one when another config becomes the default."""
+
+    def __init__(self) -> None:
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Client:
+        config = default_config()
+        client = self._client
+        if client is None or client.config is not config:
+            with self._lock:
+                client = self._client
+                if client is None or client.config is not config:
+                    client = self._client = Client(config)
+        return client
+
+    def reset(self) -> None:
+        with self._lock:
+            self._client = None
+
+
+_default = state.hold("default client", DefaultClient())
 
 
 def default_client() -> Client:
     """A client for the process-wide default config (used by ``Job.perform_async``)."""
-    config = default_config()
-    client = _default_clients.get(id(config))
-    if client is None or client.config is not config:
-        with _default_lock:
-            client = Client(config)
-            _default_clients.clear()
-            _default_clients[id(config)] = client
-    return client
+    return _default.get()

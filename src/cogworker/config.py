@@ -1,8 +1,11 @@
 """One ``Config`` object holding every option, validated when set.
 
 A config is passed explicitly to the components that need it. ``default_config()`` returns a
-process-wide instance for the convenience of ``Job.perform_async`` and the CLI; tests and
-embedders build their own.
+process-wide instance for the convenience of ``Job.perform_async`` and the CLI (a part of the
+process state); tests and embedders build their own.
+
+Every config starts with the built-in middleware (unique jobs, cron running locks): those
+modules sit below this one and read what they need of a config through small protocols.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 from cogworker import connection
 from cogworker.middleware import Chain
 from cogworker.periodic.entries import PeriodicSchedule
+from cogworker.periodic.running_lock import RunningLockMiddleware
+from cogworker.process_state import state
+from cogworker.unique import UniqueLockMiddleware, UniqueReleaseMiddleware
 
 if TYPE_CHECKING:
     import redis
@@ -264,9 +270,6 @@ class Config:
     def _add_default_middleware(self) -> None:
         """The built-in middleware every config starts with (no-ops for jobs without the
         markers they look for)."""
-        from cogworker.periodic.running_lock import RunningLockMiddleware
-        from cogworker.unique import UniqueLockMiddleware, UniqueReleaseMiddleware
-
         self.client_middleware.add(UniqueLockMiddleware, self)
         self.server_middleware.add(RunningLockMiddleware, self)
         self.server_middleware.add(UniqueReleaseMiddleware, self)
@@ -344,22 +347,35 @@ class Config:
         return f"Config({shown})"
 
 
-_default: Config | None = None
-_default_lock = threading.Lock()
+class DefaultConfig:
+    """The process-wide config (a process-state part), made on first use unless installed."""
+
+    def __init__(self) -> None:
+        self.config: Config | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Config:
+        config = self.config
+        if config is None:
+            with self._lock:
+                config = self.config
+                if config is None:
+                    config = self.config = Config()
+        return config
+
+    def reset(self) -> None:
+        self.config = None
+
+
+_default = state.hold("default config", DefaultConfig())
 
 
 def default_config() -> Config:
     """The process-wide config used when none is passed explicitly."""
-    global _default
-    if _default is None:
-        with _default_lock:
-            if _default is None:
-                _default = Config()
-    return _default
+    return _default.get()
 
 
 def set_default_config(config: Config) -> Config:
     """Replace the process-wide config (the CLI does this once at boot)."""
-    global _default
-    _default = config
+    _default.config = config
     return config

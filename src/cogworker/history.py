@@ -37,12 +37,11 @@ from cogworker.history_query import daily_counts as daily_counts
 from cogworker.history_query import duration_ms as duration_ms
 from cogworker.history_query import duration_of as duration_of
 from cogworker.history_query import query as query
+from cogworker.middleware import JobInstance
 from cogworker.wire import Payload
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
-
-    from cogworker.job import Job
 
 logger = logging.getLogger("cogworker")
 
@@ -156,7 +155,7 @@ class HistoryMiddleware:
         self.config, self.retention = config, retention
 
     def __call__(
-        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+        self, worker: JobInstance | None, job: Payload, queue: str, call_next: Callable[[], None]
     ) -> None:
         started_at = wire.now()
         try:

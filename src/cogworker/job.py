@@ -32,27 +32,19 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
 from cogworker import registry
+from cogworker.client import Client, Enqueuer, Performer
 
-if TYPE_CHECKING:
-    from cogworker.client import Client
-    from cogworker.wire import Payload
+__all__ = ["Enqueuer", "FunctionJob", "Job", "Performer", "job"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 KNOWN_OPTIONS = ("queue", "retry", "unique")
-
-
-class Performer(Protocol[P]):
-    """Anything with a ``perform`` method; lets mypy check enqueue arguments against it."""
-
-    def perform(self, *args: P.args, **kwargs: P.kwargs) -> object: ...
 
 
 def _check_options(owner: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -70,133 +62,6 @@ def _check_options(owner: str, options: dict[str, Any]) -> dict[str, Any]:
     if unique is not None and unique != "until_executed":
         raise ValueError(f"{owner}: unique must be 'until_executed' or None, got {unique!r}")
     return options
-
-
-def _epoch(when: datetime | float | int) -> float:
-    if isinstance(when, datetime):
-        if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError(
-                f"perform_at needs an aware datetime (with a tzinfo), got naive {when.isoformat()}"
-            )
-        return when.timestamp()
-    if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
-        raise TypeError(f"perform_at takes an aware datetime or epoch seconds, got {when!r}")
-    return float(when)
-
-
-def _seconds(interval: timedelta | float | int) -> float:
-    if isinstance(interval, timedelta):
-        return interval.total_seconds()
-    if isinstance(interval, bool) or not isinstance(interval, int | float):
-        raise TypeError(f"perform_in takes seconds or a timedelta, got {interval!r}")
-    if not math.isfinite(interval):
-        raise ValueError(f"perform_in takes a finite number of seconds, got {interval!r}")
-    return float(interval)
-
-
-def _no_kwargs(name: str, kwargs: dict[str, Any]) -> None:
-    if kwargs:
-        raise TypeError(
-            f"{name}: keyword arguments can't be enqueued ({', '.join(kwargs)}); "
-            "pass them positionally"
-        )
-
-
-def _perform_signature(job_class: type[Job]) -> inspect.Signature | None:
-    """``perform``'s signature without ``self``; None when there is nothing to check against (a
-    class that only names a job run elsewhere, e.g. by Ruby workers, has no ``perform``)."""
-    cached = job_class.__dict__.get("_perform_signature")
-    if cached is not None or "_perform_signature" in job_class.__dict__:
-        return cached
-    perform = getattr(job_class, "perform", None)
-    signature: inspect.Signature | None = None
-    if perform is not None:
-        try:
-            full = inspect.signature(perform)
-        except (TypeError, ValueError):
-            full = None
-        if full is not None:
-            signature = full.replace(
-                parameters=list(full.parameters.values())[1:],
-                return_annotation=inspect.Signature.empty,
-            )
-    type.__setattr__(job_class, "_perform_signature", signature)
-    return signature
-
-
-def _check_arity(job_class: type[Job], args: list[Any]) -> None:
-    """Raise TypeError now if ``perform`` can't take ``args``, instead of failing every run."""
-    signature = _perform_signature(job_class)
-    if signature is None:
-        return
-    try:
-        signature.bind(*args)
-    except TypeError as error:
-        raise TypeError(
-            f"{job_class.name}: can't enqueue {len(args)} argument(s) for perform{signature}: "
-            f"{error}"
-        ) from None
-
-
-class Enqueuer(Generic[P]):
-    """Enqueues one job class with per-call option overrides: ``Job.set(queue=...)``."""
-
-    def __init__(
-        self, job_class: type[Job], overrides: dict[str, Any], client: Client | None = None
-    ) -> None:
-        self._job_class = job_class
-        self._overrides = overrides
-        self._client = client
-
-    def _client_or_default(self) -> Client:
-        if self._client is not None:
-            return self._client
-        from cogworker.client import default_client
-
-        return default_client()
-
-    def item(self, args: Iterable[Any], at: float | None = None) -> Payload:
-        """The payload this enqueuer would push for ``args`` (before normalisation)."""
-        from cogworker.wire import check_args
-
-        name = self._job_class.name
-        item: Payload = {**self._job_class.options, **self._overrides, "class": name}
-        item["args"] = check_args(args, name)
-        _check_arity(self._job_class, item["args"])
-        if at is not None:
-            item["at"] = at
-        return item
-
-    def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
-        """Enqueue now; returns the jid, or None if a client middleware stopped the push."""
-        _no_kwargs(self._job_class.name, kwargs)
-        return self._client_or_default().push(self.item(args))
-
-    def perform_in(
-        self, interval: timedelta | float, *args: P.args, **kwargs: P.kwargs
-    ) -> str | None:
-        """Enqueue to run after ``interval`` (seconds or a timedelta) from now."""
-        from cogworker.wire import now
-
-        _no_kwargs(self._job_class.name, kwargs)
-        return self._client_or_default().push(self.item(args, now() + _seconds(interval)))
-
-    def perform_at(self, when: datetime | float, *args: P.args, **kwargs: P.kwargs) -> str | None:
-        """Enqueue to run at ``when``: an aware datetime or epoch seconds."""
-        _no_kwargs(self._job_class.name, kwargs)
-        return self._client_or_default().push(self.item(args, _epoch(when)))
-
-    def perform_bulk(self, args_list: Iterable[Sequence[Any]]) -> list[str | None]:
-        """Enqueue one job per argument list, in round trips of up to 1,000 jobs."""
-        items = []
-        for args in args_list:
-            if isinstance(args, str | bytes) or not isinstance(args, Sequence):
-                raise TypeError(
-                    f"{self._job_class.name}.perform_bulk takes a list of argument lists, "
-                    f"got {args!r} as one of them"
-                )
-            items.append(self.item(args))
-        return self._client_or_default().push_bulk(items)
 
 
 class Job:

@@ -24,9 +24,13 @@ Server middleware::
             finally:
                 log(job["jid"], time.monotonic() - started)
 
-On the server side ``worker`` is None when the job's class could not be resolved, and
-anything a middleware raises counts as the job failing, so its own bookkeeping should not
-raise.
+On the server side ``worker`` is the job's instance (a ``cogworker.Job``, its ``jid`` set), or
+None when the job's class could not be resolved, and anything a middleware raises counts as the
+job failing, so its own bookkeeping should not raise.
+
+This module is the contract every feature added as middleware builds on (unique jobs, status,
+history, cron running locks): it imports nothing of cogworker at run time, so a feature that
+imports it depends on nothing of the worker runtime.
 """
 
 from __future__ import annotations
@@ -37,8 +41,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import redis
 
-    from cogworker.job import Job
     from cogworker.wire import Payload
+
+
+class JobInstance(Protocol):
+    """What a server middleware is handed as ``worker``: the instance of the job's class about
+    to perform (a ``cogworker.Job``; typed by what every one has, as this module sits below the
+    one defining ``Job``)."""
+
+    jid: str
 
 
 class ClientMiddleware(Protocol):
@@ -54,7 +65,7 @@ class ClientMiddleware(Protocol):
 
 class ServerMiddleware(Protocol):
     def __call__(
-        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+        self, worker: JobInstance | None, job: Payload, queue: str, call_next: Callable[[], None]
     ) -> None: ...
 
 
@@ -89,6 +100,13 @@ class Chain:
 
     def clear(self) -> None:
         self._entries.clear()
+
+    def arguments(self, middleware: type[Any]) -> tuple[Any, ...] | None:
+        """The positional arguments ``middleware`` was added with; None if it isn't here."""
+        for entry in self._entries:
+            if entry[0] is middleware:
+                return entry[1]
+        return None
 
     def __contains__(self, middleware: object) -> bool:
         return any(entry[0] is middleware for entry in self._entries)

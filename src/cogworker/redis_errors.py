@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import redis.exceptions
 
+from cogworker.process_state import state
+
 logger = logging.getLogger("cogworker")
 
 SUMMARY_INTERVAL = 60.0
@@ -60,7 +62,7 @@ class _Outage:
 
 
 class ErrorReporter:
-    """Per-site outage table (one per process; reset in a forked child)."""
+    """Per-site outage table (one per process: a part of the process state)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -123,5 +125,5 @@ class ErrorReporter:
             self._outages.clear()
 
 
-reporter = ErrorReporter()
+reporter = state.hold("error reporter", ErrorReporter())
 """The process-wide reporter."""

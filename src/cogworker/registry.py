@@ -6,6 +6,9 @@ registered yet may make the worker import its module, but only a module inside t
 application: the packages of the app module the worker loaded (``-r``) and those of the
 ``job_packages`` option. Any other name is an unknown class and nothing is imported, so a
 payload can never run another module's import-time code in the worker.
+
+The classes are ``cogworker.Job`` subclasses, which register themselves as they are defined;
+this module sits below the one defining ``Job`` and so holds them as plain classes.
 """
 
 from __future__ import annotations
@@ -17,12 +20,9 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from cogworker.job import Job
-
-_classes: dict[str, type[Job]] = {}
+_classes: dict[str, type[Any]] = {}
 _import_roots: frozenset[str] = frozenset()
 _lock = threading.Lock()
 
@@ -37,7 +37,7 @@ class AppLoadError(Exception):
     """The app module named by ``-r`` couldn't be found or raised while loading."""
 
 
-def register(job_class: type[Job], *names: str) -> None:
+def register(job_class: type[Any], *names: str) -> None:
     with _lock:
         for name in names:
             if name:
@@ -72,7 +72,7 @@ def importable(module: str) -> bool:
     return any(module == root or module.startswith(root + ".") for root in _import_roots)
 
 
-def resolve(name: str) -> type[Job]:
+def resolve(name: str) -> type[Any]:
     """The job class registered as ``name``; a dotted path inside the application's packages
     is imported first if needed. Raises UnknownJobError (nothing imported) otherwise."""
     job_class = _classes.get(name)

@@ -30,7 +30,6 @@ for a Redis that doesn't answer. ``flush(config)`` waits for them and a stopping
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ import redis
 
 from cogworker import failure, keys, redis_errors, testing, wire
 from cogworker.config import Config, default_config
+from cogworker.middleware import JobInstance
 from cogworker.status_writer import Writer as Writer
 from cogworker.status_writer import close as close
 from cogworker.status_writer import flush as flush
@@ -47,8 +47,6 @@ from cogworker.wire import Payload
 if TYPE_CHECKING:
     from redis.client import Pipeline
 
-    from cogworker.job import Job
-
 logger = logging.getLogger("cogworker")
 
 DEFAULT_EXPIRATION = 1800
@@ -56,22 +54,20 @@ STATES = ("queued", "working", "retrying", "complete", "failed")
 ATTEMPT_FIELDS = ("pct", "message", "error_class", "error_message")
 """Written by one run (progress, its error); removed when the next run starts."""
 
-_expirations: weakref.WeakKeyDictionary[Config, int] = weakref.WeakKeyDictionary()
-
-
 def enable(config: Config, expiration: int = DEFAULT_EXPIRATION) -> None:
     """Record the status of every job pushed and run with ``config``."""
     if isinstance(expiration, bool) or not isinstance(expiration, int) or expiration < 1:
         raise ValueError(
             f"status expiration must be a positive whole number of seconds, got {expiration!r}"
         )
-    _expirations[config] = expiration
     config.client_middleware.add(StatusClientMiddleware, config, expiration)
     config.server_middleware.add(StatusServerMiddleware, config, expiration)
 
 
 def _expiration(config: Config) -> int:
-    return _expirations.get(config, DEFAULT_EXPIRATION)
+    """The expiration ``enable`` gave ``config`` (kept with its middleware), else the default."""
+    arguments = config.server_middleware.arguments(StatusServerMiddleware)
+    return int(arguments[1]) if arguments is not None else DEFAULT_EXPIRATION
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -220,7 +216,7 @@ class StatusServerMiddleware:
         self.config, self.expiration = config, expiration
 
     def __call__(
-        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+        self, worker: JobInstance | None, job: Payload, queue: str, call_next: Callable[[], None]
     ) -> None:
         jid = str(job.get("jid"))
         started = {

@@ -3,7 +3,8 @@
 A job never waits for these writes, nor for a Redis that doesn't answer: each is queued with
 the config's ``Writer``, whose thread sends them in order. ``flush(config)`` waits for what
 was queued so far; a stopping worker calls ``close(config)``; an exiting process still gives
-its writers ``AT_EXIT_WAIT`` seconds, and a forked child starts with none.
+its writers ``AT_EXIT_WAIT`` seconds, and a forked child starts with none (the writers are a
+part of the process state).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from cogworker import redis_errors
+from cogworker.process_state import state
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -208,53 +210,70 @@ class Writer:
         )
 
 
-_writers: weakref.WeakKeyDictionary[Config, Writer] = weakref.WeakKeyDictionary()
-_writers_lock = threading.Lock()
+class Writers:
+    """One ``Writer`` per config (a process-state part): a writer's thread belongs to the
+    process that started it, so a forked child forgets its parent's writers and their pending
+    writes (after any fork, not only a swarm's: the parent sends them)."""
+
+    def __init__(self) -> None:
+        self._writers: weakref.WeakKeyDictionary[Config, Writer] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self, config: Config) -> Writer:
+        with self._lock:
+            found = self._writers.get(config)
+            if found is None:
+                found = self._writers[config] = Writer()
+            return found
+
+    def find(self, config: Config) -> Writer | None:
+        with self._lock:
+            return self._writers.get(config)
+
+    def pop(self, config: Config) -> Writer | None:
+        with self._lock:
+            return self._writers.pop(config, None)
+
+    def pop_all(self) -> list[Writer]:
+        with self._lock:
+            found = list(self._writers.values())
+            self._writers.clear()
+            return found
+
+    def reset(self) -> None:
+        # a fresh lock too: a fork may have happened while another thread held this one
+        self._writers, self._lock = weakref.WeakKeyDictionary(), threading.Lock()
+
+
+_writers = state.hold("status writers", Writers())
 
 
 def writer(config: Config) -> Writer:
     """The background writer of ``config`` (made on first use)."""
-    with _writers_lock:
-        found = _writers.get(config)
-        if found is None:
-            found = _writers[config] = Writer()
-        return found
+    return _writers.get(config)
 
 
 def flush(config: Config, timeout: float = 5.0) -> bool:
     """Wait until the status and history writes made so far with ``config`` are sent (or
     dropped); False if some still wait after ``timeout`` seconds."""
-    with _writers_lock:
-        found = _writers.get(config)
+    found = _writers.find(config)
     return found is None or found.flush(timeout)
 
 
 def close(config: Config, timeout: float = 5.0) -> None:
     """For a stopping worker: send the writes still waiting for up to ``timeout`` seconds,
     then drop the rest with one reported line."""
-    with _writers_lock:
-        found = _writers.pop(config, None)
+    found = _writers.pop(config)
     if found is not None:
         found.close(timeout)
 
 
 def _close_all() -> None:
     """At interpreter exit, for a process that didn't call ``close``: send what waits."""
-    with _writers_lock:
-        found = list(_writers.values())
-        _writers.clear()
     deadline = time.monotonic() + AT_EXIT_WAIT
-    for each in found:
+    for each in _writers.pop_all():
         each.close(max(deadline - time.monotonic(), 0.0))
 
 
 atexit.register(_close_all)
-
-
-def _forget_writers() -> None:
-    """In a forked child: the parent's writers, threads and pending writes are not ours."""
-    global _writers, _writers_lock
-    _writers, _writers_lock = weakref.WeakKeyDictionary(), threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_writers)
+os.register_at_fork(after_in_child=_writers.reset)

@@ -20,7 +20,8 @@ ends it) or dropped by ``clear`` / ``clear_all``; ``status.get``, ``status.statu
 ``history.query`` and ``history.daily_counts`` answer from memory. That memory is one per
 process (whatever config or client is passed), shared by both modes and nested blocks, and
 outlives a block like the recorded jobs do: ``clear_all()`` forgets both. Outside the modes the
-same functions read Redis again.
+same functions read Redis again. The mode, the recorded jobs and the memory are parts of the
+process state (a forked worker starts with none of them).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cogworker import keys, locks
+from cogworker.process_state import state
 
 if TYPE_CHECKING:
-    from cogworker.config import Config
+    from cogworker.middleware import Chain
     from cogworker.wire import Payload
 
 
@@ -48,6 +50,14 @@ class Mode(enum.Enum):
 
 class EmptyQueueError(LookupError):
     """``perform_one`` was asked for a job class with no recorded jobs."""
+
+
+class Pusher(Protocol):
+    """What a recorded push keeps of the config it was made with (a ``cogworker.Config``):
+    the server middleware its job runs through when drained."""
+
+    @property
+    def server_middleware(self) -> Chain: ...
 
 
 class Memory:
@@ -113,34 +123,48 @@ class Memory:
             self.history.clear()
             self.daily.clear()
 
+    reset = forget
 
-memory = Memory()
+
+class Recorder:
+    """The mode in force and the jobs pushed in fake mode, by class name, oldest first."""
+
+    def __init__(self) -> None:
+        self.mode = Mode.DISABLED
+        self.lock = threading.RLock()
+        self.jobs: dict[str, list[tuple[Pusher, Payload]]] = {}
+
+    def reset(self) -> None:
+        with self.lock:
+            self.mode = Mode.DISABLED
+            self.jobs.clear()
+
+
+memory = state.hold("testing memory", Memory())
 """The process's memory for the testing modes."""
 
-_mode = Mode.DISABLED
-_lock = threading.RLock()
-# class name -> recorded (config, job) pairs, oldest first
-_recorded: dict[str, list[tuple[Config, Payload]]] = {}
+_recorder = state.hold("testing mode", Recorder())
+_lock = _recorder.lock
+_recorded = _recorder.jobs
 
 
 def current_mode() -> Mode:
-    return _mode
+    return _recorder.mode
 
 
 def active() -> bool:
     """True in fake or inline mode: middleware state goes to ``memory``, not Redis."""
-    return _mode is not Mode.DISABLED
+    return _recorder.mode is not Mode.DISABLED
 
 
 @contextmanager
 def _switch(mode: Mode) -> Iterator[None]:
-    global _mode
-    previous = _mode
-    _mode = mode
+    previous = _recorder.mode
+    _recorder.mode = mode
     try:
         yield
     finally:
-        _mode = previous
+        _recorder.mode = previous
 
 
 def fake() -> Any:
@@ -158,18 +182,19 @@ def disabled() -> Any:
     return _switch(Mode.DISABLED)
 
 
-def dispatch(config: Config, job: Payload) -> None:
+def dispatch(config: Pusher, job: Payload) -> None:
     """Where a push ends in fake or inline mode (called by the client)."""
-    if _mode is Mode.FAKE:
+    mode = _recorder.mode
+    if mode is Mode.FAKE:
         with _lock:
             _recorded.setdefault(str(job["class"]), []).append((config, job))
-    elif _mode is Mode.INLINE:
+    elif mode is Mode.INLINE:
         _run(config, job)
     else:
         raise RuntimeError("testing.dispatch called while testing mode is disabled")
 
 
-def _run(config: Config, job: Payload) -> None:
+def _run(config: Pusher, job: Payload) -> None:
     from cogworker.execute import execute
 
     execute(config.server_middleware, job, str(job.get("queue", "default")))
@@ -184,7 +209,7 @@ def _name(job: Any) -> str:
     return name
 
 
-def _release_unique(dropped: list[tuple[Config, Payload]]) -> None:
+def _release_unique(dropped: list[tuple[Pusher, Payload]]) -> None:
     """Free the unique locks of recorded jobs that are thrown away instead of run."""
     for _, job in dropped:
         jid = job.get("jid")
@@ -225,7 +250,7 @@ def perform_one(job: Any) -> Payload:
         if not entries:
             raise EmptyQueueError(f"no {name} jobs recorded")
         config, payload = entries.pop(0)
-    if _mode is Mode.DISABLED:  # run after the block: what it pushes or writes stays here too
+    if not active():  # run after the block: what it pushes or writes stays here too
         with fake():
             _run(config, payload)
     else:

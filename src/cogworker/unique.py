@@ -8,6 +8,9 @@ retrying or running, extended over each retry, and released when the job succeed
 for good, or when the push itself raises. Its TTL, ``unique_lock_ttl`` counted from the job's
 due time, is only a safety net. In a testing mode the lock lives in ``testing.memory`` instead,
 with the same rules.
+
+Every config starts with both middleware (``Config`` adds them), so this module sits below
+``config``: it reads the two settings it needs through ``UniqueSettings``.
 """
 
 from __future__ import annotations
@@ -15,16 +18,22 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import redis
 
 from cogworker import failure, keys, locks, testing, wire
+from cogworker.middleware import JobInstance
 from cogworker.wire import Payload
 
-if TYPE_CHECKING:
-    from cogworker.config import Config
-    from cogworker.job import Job
+
+class UniqueSettings(Protocol):
+    """What the unique middleware reads of its config (a ``cogworker.Config``)."""
+
+    @property
+    def unique_lock_ttl(self) -> float: ...
+
+    def redis(self) -> redis.Redis: ...
 
 
 _ran_inline = threading.local()
@@ -35,7 +44,7 @@ and so keeps its lock (the failure that then leaves its inline push must not rel
 class UniqueLockMiddleware:
     """Client side: take the lock, or skip the push (``push`` then returns None)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: UniqueSettings) -> None:
         self.config = config
 
     def __call__(
@@ -77,11 +86,11 @@ class UniqueLockMiddleware:
 class UniqueReleaseMiddleware:
     """Server side: release the lock after success, or after a failure that ends the job."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: UniqueSettings) -> None:
         self.config = config
 
     def __call__(
-        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+        self, worker: JobInstance | None, job: Payload, queue: str, call_next: Callable[[], None]
     ) -> None:
         if not locks.is_until_executed(job):
             call_next()
@@ -97,7 +106,7 @@ class UniqueReleaseMiddleware:
         _release(self.config, job)
 
 
-def _release(config: Config, job: Payload) -> None:
+def _release(config: UniqueSettings, job: Payload) -> None:
     jid = job.get("jid")
     if not isinstance(jid, str):
         return

@@ -6,6 +6,9 @@ still holds the acting job's jid, so an older run never touches a newer run's lo
 that fails is remembered in memory and retried on every heartbeat (locks expire on their TTL
 anyway if the process exits first). Removing many jobs at once (a queue or set cleared by an
 operator) releases their locks in batches of ``RELEASE_BATCH`` per script call.
+
+The deferred releases and the handed-back jids are parts of the process state (a forked
+worker starts with neither).
 """
 
 from __future__ import annotations
@@ -15,15 +18,13 @@ import logging
 import math
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import redis
 
 from cogworker import keys, redis_errors, scripts, wire
+from cogworker.process_state import state
 from cogworker.wire import Payload
-
-if TYPE_CHECKING:
-    from cogworker.config import Config
 
 logger = logging.getLogger("cogworker")
 
@@ -148,11 +149,20 @@ class DeferredReleases:
         with self._lock:
             self._pending.clear()
 
+    reset = clear
 
-deferred = DeferredReleases()
-"""The process-wide table (reset in a forked child)."""
 
-handed_back: set[str] = set()
+class HandedBack(set[str]):
+    """A set of jids that the process state can forget."""
+
+    def reset(self) -> None:
+        self.clear()
+
+
+deferred = state.hold("deferred lock releases", DeferredReleases())
+"""The process-wide table."""
+
+handed_back = state.hold("handed-back jids", HandedBack())
 """jids of jobs this process handed back to their queue at shutdown while they were still
 running. The run goes on here until the process exits, and must not release the locks its
 requeued copy (same jid: owner checks can't tell them apart) now holds."""
@@ -177,7 +187,16 @@ def release(client: redis.Redis, job: Payload) -> None:
             release_key(client, key, jid)
 
 
-def extend_for_retry(config: Config, client: redis.Redis, job: Payload, delay: float) -> None:
+class LockSettings(Protocol):
+    """What extending a job's locks reads of its config (a ``cogworker.Config``)."""
+
+    @property
+    def unique_lock_ttl(self) -> float: ...
+
+
+def extend_for_retry(
+    config: LockSettings, client: redis.Redis, job: Payload, delay: float
+) -> None:
     """Keep the job's locks for its retry: ``delay + unique_lock_ttl`` (best-effort)."""
     jid = job.get("jid")
     if not isinstance(jid, str):

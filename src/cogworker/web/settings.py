@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field, fields
 
 from cogworker.config import ConfigError
+from cogworker.process_state import state
 
 logger = logging.getLogger("cogworker")
 
@@ -28,17 +29,31 @@ TIME_FORMAT_TOKENS = "YymdeHIMSpBbAaZ%"
 """The strftime directives both the server and the page's script render the same way."""
 _DIRECTIVE = re.compile(r"%(.?)")
 
-_process_secret: str | None = None
-_process_secret_lock = threading.Lock()
+class ProcessSecret:
+    """The session secret made when none is configured (a process-state part): random, once
+    per process, so a restarted dashboard never accepts the cookies of an earlier one."""
+
+    def __init__(self) -> None:
+        self._secret: str | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> str:
+        with self._lock:
+            if self._secret is None:
+                self._secret = secrets.token_hex(32)
+            return self._secret
+
+    def reset(self) -> None:
+        with self._lock:
+            self._secret = None
+
+
+_process_secret = state.hold("web session secret", ProcessSecret())
 
 
 def process_secret() -> str:
     """A random secret made once per process (32 bytes as 64 hex characters)."""
-    global _process_secret
-    with _process_secret_lock:
-        if _process_secret is None:
-            _process_secret = secrets.token_hex(32)
-        return _process_secret
+    return _process_secret.get()
 
 
 def _check_secret(origin: str, value: str) -> str:
