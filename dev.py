@@ -4,7 +4,8 @@
 Creates ``.venv`` on first use and installs the project with its dev extras into it
 (again only when pyproject.toml changed), then runs the task inside it.
 
-    python3 dev.py test [PYTEST ARGS]   ruff, mypy --strict, then the whole pytest suite
+    python3 dev.py test [PYTEST ARGS]   ruff, mypy --strict, lint-imports, then the pytest suite
+    python3 dev.py lint                 ruff, mypy --strict and lint-imports only
     python3 dev.py demo                 a worker and some jobs on a private Redis
     python3 dev.py bench [NAME ...]     the benchmarks under bench/ (chaos: fault injection)
 """
@@ -70,9 +71,11 @@ def main(argv: list[str]) -> None:
     ensure_environment()
     if task in ("test", "lint"):
         print("dev.py: ruff", flush=True)
-        run(BIN / "ruff", "check", "src", "tests", "bench")
+        run(BIN / "ruff", "check", "src", "tests", "bench", "tools")
         print("dev.py: mypy --strict", flush=True)
         run(BIN / "mypy")
+        print("dev.py: lint-imports (the layering in pyproject.toml)", flush=True)
+        run(BIN / "lint-imports", "--no-cache")
         if task == "lint":
             return
         print("dev.py: pytest", flush=True)
