@@ -9,12 +9,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from cogworker import registry
-from cogworker.job import Job
-from cogworker.middleware import Chain
+from cogworker.middleware import Chain, JobInstance
 from cogworker.wire import Payload
 
 RunCoroutine = Callable[[Coroutine[Any, Any, Any]], Any]
-OnError = Callable[[type[Job] | None, BaseException], None]
+OnError = Callable[[type[Any] | None, BaseException], None]
 OnPerformed = Callable[[], None]
 
 
@@ -24,7 +23,7 @@ def _asyncio_run(coroutine: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coroutine)
 
 
-def build_worker(job: Payload) -> tuple[Job | None, BaseException | None]:
+def build_worker(job: Payload) -> tuple[JobInstance | None, BaseException | None]:
     """An instance of the job's class with its jid set, or the error resolving it."""
     try:
         job_class = registry.resolve(str(job.get("class")))

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cogworker import keys, locks
+from cogworker.execute import execute
 from cogworker.process_state import state
 
 if TYPE_CHECKING:
@@ -195,8 +196,6 @@ def dispatch(config: Pusher, job: Payload) -> None:
 
 
 def _run(config: Pusher, job: Payload) -> None:
-    from cogworker.execute import execute
-
     execute(config.server_middleware, job, str(job.get("queue", "default")))
 
 
