@@ -714,6 +714,13 @@ def test_disabled_entry_claims_nothing_and_re_enabling_does_not_burst(
 # -- races, catch-up -------------------------------------------------------------------------------
 
 
+def release_running_locks(r: redis.Redis) -> None:
+    """What the worker does once the queued ``until_executed`` runs have run."""
+    for job in queue_jobs(r, "default"):
+        if job.get("periodic_until_executed"):
+            locks.delete_if_owned(r, keys.periodic_running(job["periodic_pjid"]), job["jid"])
+
+
 def test_two_tickers_racing_enqueue_every_slot_exactly_once(
     ticking: Ticking, r: redis.Redis
 ) -> None:
@@ -736,11 +743,7 @@ def test_two_tickers_racing_enqueue_every_slot_exactly_once(
                 barrier.wait(10)
                 if ticker is tickers[0]:
                     with release_lock:  # the job "ran": its lock goes (as the worker would)
-                        for job in queue_jobs(r, "default"):
-                            if job.get("periodic_until_executed"):
-                                locks.delete_if_owned(
-                                    r, keys.periodic_running(job["periodic_pjid"]), job["jid"]
-                                )
+                        release_running_locks(r)
         except BaseException as error:
             errors.append(error)
             barrier.abort()
