@@ -82,6 +82,33 @@ def _job_name(job: Any) -> str:
     raise TypeError(f"expected a job class, a @job function or a wire name, got {job!r}")
 
 
+def _checked_unique(unique: Any) -> str | None:
+    if unique not in (None, "until_executed"):
+        raise ValueError(f"unique must be 'until_executed' or None, got {unique!r}")
+    return None if unique is None else "until_executed"
+
+
+def _checked_retry(retry: Any) -> bool | int:
+    if retry is None or retry is False:
+        return 0
+    if not isinstance(retry, bool | int):
+        raise ValueError(f"retry must be true, false or a number, got {retry!r}")
+    return retry
+
+
+def _checked_queue(queue: Any) -> str:
+    if not isinstance(queue, str) or not queue:
+        raise ValueError(f"queue must be a non-empty string, got {queue!r}")
+    return queue
+
+
+def _checked_args(args: Any, name: str) -> list[Any]:
+    checked = wire.check_args(args, name) if not isinstance(args, str) else None
+    if checked is None:
+        raise ValueError(f"args must be a list, got {args!r}")
+    return checked
+
+
 class PeriodicSchedule:
     """The cron entries of one config. ``replace`` makes the published schedule hold exactly
     this process's entries (older ones are removed at boot) instead of adding to it."""
@@ -111,17 +138,9 @@ class PeriodicSchedule:
         try:
             name = _job_name(job)
             label = f"periodic entry {cron!r} -> {name}"
-            if unique not in (None, "until_executed"):
-                raise ValueError(f"unique must be 'until_executed' or None, got {unique!r}")
-            if retry is None or retry is False:
-                retry = 0
-            if not isinstance(retry, bool | int):
-                raise ValueError(f"retry must be true, false or a number, got {retry!r}")
-            if not isinstance(queue, str) or not queue:
-                raise ValueError(f"queue must be a non-empty string, got {queue!r}")
-            checked = wire.check_args(args, name) if not isinstance(args, str) else None
-            if checked is None:
-                raise ValueError(f"args must be a list, got {args!r}")
+            unique = _checked_unique(unique)
+            retry, queue = _checked_retry(retry), _checked_queue(queue)
+            checked = _checked_args(args, name)
             if not external:
                 registry.resolve(name)
             entry = Entry(
