@@ -21,8 +21,8 @@ from conftest import wait_for
 
 import cogworker
 from cogworker import keys, locks, redis_errors
+from cogworker.fetch import Filing, Work
 from cogworker.redis_server import RedisServer
-from cogworker.worker import recovery
 from cogworker.worker.manager import Manager
 
 # argument lists as the real Ruby gem serialises them, with the unique digests and periodic
@@ -158,10 +158,9 @@ class Clearable(Protocol):
 
 def forget_process_memory() -> None:
     """What a forked worker forgets of its parent (see ``cli._run_swarm_child``): outage
-    reports, deferred lock releases, recovery's burials."""
+    reports, deferred lock releases. (The runtime's own memory belongs to each Manager.)"""
     redis_errors.reporter.reset()
     locks.deferred.clear()
-    recovery.reset()
 
 
 def fresh_runtime(
@@ -198,7 +197,26 @@ def private_config(url: str, **options: Any) -> cogworker.Config:
 def all_settled(r: redis.Redis, manager: Manager) -> bool:
     """The bookkeeper sent everything, nothing is listed in progress or running in memory."""
     manager.bookkeeper.flush()
-    return r.llen(keys.inprogress(manager.identity)) == 0 and not manager.running()
+    return r.llen(keys.inprogress(manager.identity)) == 0 and not manager.ledger.running()
+
+
+def performing(manager: Manager) -> set[str]:
+    """The raw payloads of the jobs inside ``perform`` in ``manager``'s process."""
+    return {work.raw for work in manager.ledger.performing()}
+
+
+def held(manager: Manager, raw: str) -> Work:
+    """``raw`` taken by ``manager``'s process, as the fetcher would list it (not yet started)."""
+    work = Work.taken("", raw)
+    manager.ledger.taken(work)
+    return work
+
+
+def pending_filing(manager: Manager, raw: str) -> Filing:
+    """The filing ``manager``'s process left pending for ``raw`` (its settling failed)."""
+    filing = manager.ledger.pending()[raw]
+    assert isinstance(filing, Filing), filing
+    return filing
 
 
 def attempts_log(r: redis.Redis, jid: str) -> list[dict[str, Any]]:

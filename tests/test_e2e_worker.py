@@ -47,9 +47,9 @@ JOBS_MODULE = textwrap.dedent(
     import cogworker
 
     if os.environ.get("TEST_AHEAD_HOLD"):  # how long a job taken ahead may wait for a thread
-        from cogworker.worker import manager
+        from cogworker.worker import fetcher
 
-        manager.AHEAD_HOLD = float(os.environ["TEST_AHEAD_HOLD"])
+        fetcher.AHEAD_HOLD = float(os.environ["TEST_AHEAD_HOLD"])
 
 
     def _redis():

@@ -33,10 +33,8 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.fetch import queued_ttl
 from cogworker.identity import new_identity
-from cogworker.periodic.running_lock import active_ttl
-from cogworker.worker import recovery
+from cogworker.periodic.running_lock import active_ttl, queued_ttl
 from cogworker.worker.heartbeat import PRESENCE_TTL
 from cogworker.worker.manager import Manager
 
@@ -193,7 +191,7 @@ def test_recovery_of_a_killed_run_retakes_its_lapsed_lock_and_leaves_a_newer_one
     config.concurrency = 1
     manager = Manager(config, new_identity())
     started = time.monotonic()
-    assert recovery.recover_orphans(manager, scan=False).moved == 1
+    assert manager.orphans.recover(scan=False).moved == 1
     assert r.lrange(keys.queue("default"), 0, -1) == [raw]  # the same run, not a new one
     if lock_after_kill == "lapsed":
         assert r.get(LOCK) == jid_of(raw)
@@ -240,7 +238,7 @@ def test_a_cron_run_handed_back_retakes_its_running_lock(
             lambda: (
                 command_calls(r).get("lpos", 0) > calls_before
                 and r.lrange(keys.queue("default"), 0, -1) == [raw]
-                and raw not in manager.running()
+                and raw not in manager.ledger.running()
             )
         )
         if lock_before == "newer run":

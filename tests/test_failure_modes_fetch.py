@@ -25,14 +25,12 @@ from runtime_support import fresh_runtime, plant_orphan, private_config, release
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.fetch import queued_ttl
-from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import EMPTY_POLL_INTERVAL, FETCH_BATCH, ReliableFetch
 from cogworker.identity import new_identity
-from cogworker.periodic.running_lock import active_ttl
+from cogworker.periodic.running_lock import active_ttl, queued_ttl
 from cogworker.redis_server import RedisServer
-from cogworker.worker import recovery
 from cogworker.worker.manager import Manager
+from cogworker.worker.recovery.handback import hand_back_list, hand_back_registered
 
 ServerFactory = Callable[..., RedisServer]
 
@@ -218,17 +216,13 @@ def shutdown_requeue(cfg: cogworker.Config, admin: redis.Redis, raw: str) -> Non
     """A stopping reliable process puts its unfinished job back."""
     identity = new_identity()
     admin.lpush(keys.inprogress(identity), raw)
-    fetch = ReliableFetch(cfg, identity, threading.Event())
-    try:
-        assert fetch.requeue_in_progress(identity) == 1
-    finally:
-        fetch.close()
+    assert hand_back_list(cfg, cfg.redis(), identity) == 1
 
 
 def orphan_recovery(cfg: cogworker.Config, admin: redis.Redis, raw: str) -> None:
     """Another process requeues the list of a process that died running the job."""
     plant_orphan(admin, new_identity(), [raw])
-    report = recovery.recover_orphans(Manager(cfg, new_identity()), scan=False)
+    report = Manager(cfg, new_identity()).orphans.recover(scan=False)
     assert report.moved == 1
 
 
@@ -237,11 +231,7 @@ def basic_shutdown_requeue(cfg: cogworker.Config, admin: redis.Redis, raw: str) 
     identity = new_identity()
     entry = {"queue": QUEUE, "payload": json.loads(raw), "run_at": int(time.time())}
     admin.hset(keys.workers(identity), "tid-1", json.dumps(entry))
-    fetch = BasicFetch(cfg, identity, threading.Event())
-    try:
-        assert fetch.requeue_in_progress(identity) == 1
-    finally:
-        fetch.close()
+    assert hand_back_registered(cfg, cfg.redis(), identity) == 1
 
 
 REQUEUES: dict[str, Requeue] = {

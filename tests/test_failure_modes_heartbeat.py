@@ -26,7 +26,6 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, redis_errors, wire
 from cogworker.identity import new_identity
-from cogworker.worker import recovery
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
 
@@ -91,8 +90,8 @@ def test_beat_with_time_refused_stamps_the_host_clock(
         assert refused_time_calls(admin, "toplevel") >= 2
     finally:
         heartbeat.stop()
-        if manager.fetch_mode is not None:
-            manager.fetch().close()
+        if manager.strategy.mode is not None:
+            manager.strategy.current().close()
 
 
 def orphan(admin: redis.Redis, token: str, beat_age: int) -> tuple[str, str]:
@@ -113,7 +112,7 @@ def test_recovery_with_time_refused_judges_last_beats_by_the_callers_clock(
     admin = acl.admin
     quiet_identity, quiet_job = orphan(admin, "beat-120s-ago", beat_age=120)
     dead_identity, dead_job = orphan(admin, "beat-301s-ago", beat_age=301)
-    report = recovery.recover_orphans(Manager(cfg, new_identity()), scan=False)
+    report = Manager(cfg, new_identity()).orphans.recover(scan=False)
     assert report.moved == 1
     assert admin.lrange(keys.queue("default"), 0, -1) == [dead_job]
     assert admin.llen(keys.inprogress(dead_identity)) == 0

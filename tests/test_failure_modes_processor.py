@@ -112,7 +112,7 @@ def test_ack_refused_twice_then_allowed_is_sent_three_times_without_an_error_lin
             wait_for(lambda: all_settled(admin, manager))
         assert pauses == [0.1, 0.2]
         assert refused_lrem_calls(admin) == 2  # plus the third, which went through
-        assert manager.pending() == {}
+        assert manager.ledger.pending() == {}
         nothing_left(admin, manager)
         assert not [rec for rec in caplog.records if rec.levelname == "ERROR"]
         assert RUNS == ["acked-third-time"]
@@ -154,7 +154,7 @@ def test_bookkeeping_failing_after_a_success_is_logged_once_each_as_ignored(
         wait_for(GATE.entered.is_set)
         manager.bookkeeper.flush()  # the registration was sent (alone) before the job ends
         GATE.open()
-        wait_for(lambda: all_settled(r, manager) and not manager.running())
+        wait_for(lambda: all_settled(r, manager) and not manager.ledger.running())
     ignored = [
         rec.getMessage()
         for rec in caplog.records
@@ -163,7 +163,7 @@ def test_bookkeeping_failing_after_a_success_is_logged_once_each_as_ignored(
     assert len(ignored) == 2, ignored  # INCRBY + HINCRBY, or HSET + HDEL: once each
     assert len([rec for rec in caplog.records if rec.levelname == "ERROR"]) == 2
     nothing_left(r, manager)
-    assert manager.pending() == {}
+    assert manager.ledger.pending() == {}
     assert r.get(keys.STATS_FAILED) is None
     assert RUNS == ["ran-once"]
 

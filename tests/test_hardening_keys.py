@@ -22,6 +22,7 @@ from runtime_support import (
     HoldAt,
     all_settled,
     fresh_runtime,
+    performing,
     plant_orphan,
     private_config,
     release,
@@ -30,10 +31,11 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, redis_errors, wire
+from cogworker.fetch import Work
 from cogworker.identity import new_identity
 from cogworker.periodic.running_lock import active_ttl
 from cogworker.redis_server import RedisServer, free_port
-from cogworker.worker import key_guard, recovery, scheduler
+from cogworker.worker import key_guard, scheduler
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
@@ -195,7 +197,7 @@ def test_cron_lock_is_kept_alive_from_memory_and_never_brought_back_unasked(
                 admin.delete(lock)
                 GATE.open()
                 wait_for(hold.gate.entered.is_set)
-                assert raw in manager.running() and raw not in manager.performing()
+                assert raw in manager.ledger.running() and raw not in performing(manager)
                 acl.deny("hset")
                 assert heartbeat.beat() is False
                 acl.allow("hset")
@@ -266,23 +268,24 @@ def test_one_unreadable_in_flight_entry_does_not_stop_the_other_refreshes(
     r.set(good_lock, json.loads(good)["jid"], ex=600)
     r.rpush(keys.periodic_running("hard-pj-broken"), "a list, not a lock")
     r.lpush(keys.queue("default"), good, broken)
+    # an unparseable entry listed as performing before the real runs (the ledger lists them
+    # in the order they started), so the heartbeat meets it first
+    unreadable = ["{not json 0"]
+    entries = [Work.taken("", raw) for raw in unreadable]
+    for entry in entries:
+        manager.ledger.taken(entry)
+        manager.ledger.starting(entry)
     try:
         with running(manager):
             wait_for(lambda: len(RUNS) == 2)
-            # unparseable entries, added until the loop meets one of them first (set order
-            # is the hash's: usually at once, at worst 100 of them precede most real ones)
-            unreadable: list[str] = []
-            while len(unreadable) < 100 and next(iter(manager.performing())) not in unreadable:
-                unreadable.append(f"{{not json {len(unreadable)}")
-                manager.job_taken(unreadable[-1])
-                manager.job_starting(unreadable[-1])
+            assert [work.raw for work in manager.ledger.performing()][:1] == unreadable
             r.expire(good_lock, 5)
             assert heartbeat.beat() is True
             assert active_ttl(config) - 2 <= r.ttl(good_lock) <= active_ttl(config)
-            for entry in unreadable:
-                assert f"couldn't refresh the cron lock of {entry}:" in caplog.text
-                manager.job_finished(entry)
-                manager.job_performed(entry)
+            for entry in entries:
+                assert f"couldn't refresh the cron lock of {entry.raw}:" in caplog.text
+                manager.ledger.finished(entry)
+                manager.ledger.performed(entry)
             assert f"couldn't refresh the cron lock of {broken[:100]}" in caplog.text
             GATE.open()
             wait_for(lambda: all_settled(r, manager))
@@ -584,7 +587,7 @@ def test_graduation_and_recovery_queue_once_despite_a_broken_registry(
     assert [json.loads(raw)["jid"] for raw in r.lrange(keys.queue("due"), 0, -1)] == ["due-1"]
     orphan = wire.dumps({"class": "Some::Job", "queue": "due", "args": [], "jid": "orphan-1"})
     plant_orphan(r, new_identity(), [orphan])
-    assert recovery.recover_orphans(Manager(config, new_identity()), scan=False).moved == 1
+    assert Manager(config, new_identity()).orphans.recover(scan=False).moved == 1
     assert [json.loads(raw)["jid"] for raw in r.lrange(keys.queue("due"), 0, -1)] == [
         "due-1",
         "orphan-1",

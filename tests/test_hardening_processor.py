@@ -40,6 +40,7 @@ from runtime_support import (
     attempts_log,
     counter,
     fresh_runtime,
+    pending_filing,
     queue_jobs,
     release,
     running,
@@ -48,13 +49,14 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import cli, failure, keys, registry, wire
+from cogworker import cli, keys, registry, wire
+from cogworker.fetch import Work
 from cogworker.identity import new_identity
 from cogworker.locks import unique_digest
-from cogworker.worker import recovery, scheduler
+from cogworker.worker import recovery, scheduler, settle
 from cogworker.worker.manager import Manager
-from cogworker.worker.processor import Processor
 from cogworker.worker.scheduler import Scheduler
+from cogworker.worker.settle import Settler
 
 RUNS: list[str] = []
 THREADS: list[str] = []
@@ -213,10 +215,10 @@ def test_bug_after_a_successful_run_still_acknowledges(
 def test_bug_while_routing_a_failure_interrupts_into_dead(
     manager: Manager, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_route(self: Processor, job: Any, error: BaseException, run: Any) -> bool:
+    def broken_route(self: Settler, job: Any, error: BaseException, run: Any) -> bool:
         raise AttributeError("bug in route_failure")
 
-    monkeypatch.setattr(Processor, "_route_failure", broken_route)
+    monkeypatch.setattr(Settler, "route_failure", broken_route)
     handled: list[BaseException] = []
     manager.config.death_handlers = [lambda entry, error: handled.append(error)]
     with running(manager):
@@ -242,10 +244,10 @@ def test_bug_after_the_failure_was_filed_does_not_file_it_twice(
     entry is written: falling back to interrupt would file the job a second time (two retry
     entries run it twice; two dead entries for one job)."""
 
-    def broken_record(self: Processor, job: Any, attempt: int, outcome: str) -> None:
+    def broken_record(self: Settler, job: Any, attempt: int, outcome: str) -> None:
         raise AttributeError("bug in the attempts log")
 
-    monkeypatch.setattr(Processor, "_record_attempt", broken_record)
+    monkeypatch.setattr(Settler, "record_attempt", broken_record)
     job_class = FailJob if target == keys.RETRY else NoRetryJob
     with running(manager):
         jid = job_class.perform_async("filed-once")
@@ -399,9 +401,9 @@ def test_unfileable_interrupt_is_remembered_then_filed_once_never_requeued(
     manager.config.death_handlers = [lambda entry, error: errors.append(error)]
     with running(manager):
         jid = NoRetryJob.perform_async("pending-dead")
-        wait_for(lambda: len(manager.pending()) == 1)
+        wait_for(lambda: len(manager.ledger.pending()) == 1)
         [raw] = r.lrange(inprogress(manager), 0, -1)
-        target, _, _ = manager.pending()[raw]  # type: ignore[misc]
+        target = pending_filing(manager, raw).target
         assert target == keys.DEAD
         checks = Scheduler(manager)
         for _ in range(2):  # never treated as a stray
@@ -410,7 +412,7 @@ def test_unfileable_interrupt_is_remembered_then_filed_once_never_requeued(
             assert r.llen(keys.queue("default")) == 0
         r.delete(keys.DEAD)
         checks.orphan_check()
-        assert manager.pending() == {}
+        assert manager.ledger.pending() == {}
         [(entry, _)] = zset_entries(r, keys.DEAD)
         assert entry["jid"] == jid
         assert entry["error_class"] == "KeyError"
@@ -439,9 +441,10 @@ def test_bug_inside_interrupt_remembers_a_minimal_dead_entry(
     manager.config.server_middleware.add(PoisonMiddleware)
     with running(manager):
         jid = FailJob.perform_async("minimal")
-        wait_for(lambda: len(manager.pending()) == 1)
+        wait_for(lambda: len(manager.ledger.pending()) == 1)
         [raw] = r.lrange(inprogress(manager), 0, -1)
-        target, _, payload = manager.pending()[raw]  # type: ignore[misc]
+        filing = pending_filing(manager, raw)
+        target, payload = filing.target, filing.payload
         assert target == keys.DEAD
         minimal = json.loads(payload)
         assert minimal["jid"] == jid
@@ -454,7 +457,7 @@ def test_bug_inside_interrupt_remembers_a_minimal_dead_entry(
             "bug in max_retries): left in progress, filed into dead by the next reconcile"
         ) in caplog.text
         Scheduler(manager).orphan_check()  # reconcile files it
-        assert manager.pending() == {}
+        assert manager.ledger.pending() == {}
     [(entry, _)] = zset_entries(r, keys.DEAD)
     assert entry["jid"] == jid
     assert r.zcard(keys.RETRY) == 0
@@ -468,7 +471,7 @@ def test_a_minimal_dead_entry_that_cannot_be_the_job_wraps_the_raw_payload() -> 
     wrapper of its stored text, carrying the error and the jid read from it."""
     raw = '{"class":"Hard::Fail","jid":"j-minimal"}'  # no queue: not a job
 
-    entry = json.loads(failure.last_resort_dead_entry(raw, ValueError("boom"), "j-minimal"))
+    entry = json.loads(settle.last_resort_entry(Work.taken("", raw), ValueError("boom")))
 
     assert entry["class"] == "(unparseable)" and entry["jid"] == "j-minimal"
     assert (entry["error_class"], entry["error_message"]) == ("ValueError", "boom")
@@ -563,7 +566,7 @@ def test_failure_of_a_payload_with_an_escaped_lone_surrogate_is_filed(
     with running(manager):
         wait_for(lambda: len(RUNS) == 1)
         wait_for(lambda: r.zcard(keys.RETRY) == 1 and all_settled(r, manager), timeout=3)
-        assert manager.pending() == {}
+        assert manager.ledger.pending() == {}
     [(entry, _)] = zset_entries(r, keys.RETRY)
     assert entry["jid"] == "5e7707a7e5e7707a7e5e7707"
     assert entry["retry_count"] == 1
@@ -577,7 +580,9 @@ def test_an_unencodable_pending_failure_does_not_stop_the_shutdown_requeue(
     manager = Manager(config, new_identity())
     r.lpush(keys.queue("default"), SURROGATE_JOB)
     with running(manager):
-        wait_for(lambda: len(RUNS) == 1 and r.zcard(keys.RETRY) + len(manager.pending()) == 1)
+        wait_for(
+            lambda: len(RUNS) == 1 and r.zcard(keys.RETRY) + len(manager.ledger.pending()) == 1
+        )
         stuck = GatedJob.perform_async("stuck")
         wait_for(GATE.entered.is_set)
         manager.stop(0.2)  # "stuck" outlives the timeout: it must go back to its queue
@@ -889,7 +894,7 @@ def test_slow_death_hook_runs_after_the_job_left_the_in_progress_list(
         wait_for(hook_gate.entered.is_set)
         # while the hook is held: the job is filed and no longer in progress anywhere
         assert r.llen(inprogress(manager)) == 0
-        assert manager.running() == set()
+        assert manager.ledger.running() == set()
         assert r.zcard(keys.DEAD) == 1
         assert r.llen(keys.queue("default")) == 0
         hook_gate.open()

@@ -37,13 +37,13 @@ from runtime_support import (
 
 import cogworker
 from cogworker import graduation, keys, locks, wire
-from cogworker.fetch import Work
-from cogworker.fetch import reliable as reliable_fetch
+from cogworker.fetch import Filing, Work
 from cogworker.fetch.reliable import ReliableFetch
 from cogworker.identity import new_identity
 from cogworker.locks import unique_digest
 from cogworker.redis_server import RedisServer
 from cogworker.worker import recovery, scheduler
+from cogworker.worker.ledger import ACK
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 
@@ -156,12 +156,12 @@ def test_job_orphaned_more_than_three_times_is_buried_as_process_died(
     r.lpush(keys.queue("default"), raw)
     for orphaning in range(1, 4):
         die_holding(config, r)
-        assert recovery.recover_orphans(manager, scan=False).moved == 1
+        assert manager.orphans.recover(scan=False).moved == 1
         assert r.lrange(keys.queue("default"), 0, -1) == [raw]
         assert r.get(keys.orphanings(jid(raw))) == str(orphaning)
         assert r.zcard(keys.DEAD) == 0
     die_holding(config, r)
-    recovery.recover_orphans(manager, scan=False)
+    manager.orphans.recover(scan=False)
     assert r.llen(keys.queue("default")) == 0
     assert r.llen(keys.REPEAT_ORPHANS) == 0
     [(entry, _)] = zset_entries(r, keys.DEAD)
@@ -175,7 +175,7 @@ def test_job_orphaned_more_than_three_times_is_buried_as_process_died(
     assert [type(error) for _, error in handled] == [recovery.JobOrphanedError]
     assert [type(error) for _, error in CLASS_HOOK] == [recovery.JobOrphanedError]
     assert f"jid={jid(raw)} orphaned too often, moved to dead" in caplog.text
-    recovery.recover_orphans(manager, scan=False)  # nothing further happens
+    manager.orphans.recover(scan=False)  # nothing further happens
     assert r.zcard(keys.DEAD) == 1 and len(handled) == 1
 
 
@@ -185,7 +185,7 @@ def test_a_burial_counts_the_failure_in_an_expiring_throughput_bucket(
     """Throughput buckets expire (90 000 s), EXPIRE on every increment,
     burials included."""
     r.rpush(keys.REPEAT_ORPHANS, payload("counted"))
-    assert recovery.bury_repeat_orphans(manager) == 1
+    assert manager.orphans.bury_repeat_orphans() == 1
     [bucket] = r.keys(keys.THROUGHPUT_PREFIX + "*")
     assert r.hget(bucket, "failed") == "1"
     assert counter(r, keys.STATS_FAILED) == 1
@@ -198,7 +198,7 @@ def test_shutdown_requeues_never_count_as_orphanings(
     RecJob.perform_async("redeployed")
     for _ in range(5):
         stopping = Manager(config, new_identity())
-        assert len(stopping.fetch().retrieve(1)) == 1
+        assert len(stopping.strategy.current().retrieve(1)) == 1
         stopping.stop(0)  # the job never started: requeued by the shutdown
         assert r.llen(keys.inprogress(stopping.identity)) == 0
     [job] = queue_jobs(r, "default")
@@ -220,11 +220,11 @@ def test_unusable_orphan_counter_is_reset_not_disabled(
     else:
         r.set(keys.orphanings(jid(raw)), "lots")
     plant_orphan(r, new_identity(), [raw])
-    assert recovery.recover_orphans(manager, scan=False).moved == 1
+    assert manager.orphans.recover(scan=False).moved == 1
     assert r.get(keys.orphanings(jid(raw))) == "1"
     for _ in range(3):  # the limit still applies: the 4th orphaning buries it
         die_holding(config, r)
-        recovery.recover_orphans(manager, scan=False)
+        manager.orphans.recover(scan=False)
     assert r.llen(keys.queue("default")) == 0
     [(entry, _)] = zset_entries(r, keys.DEAD)
     assert entry["error_class"] == "Cogworker::ProcessDied"
@@ -239,7 +239,7 @@ def test_parking_list_of_the_wrong_type_buries_raw_then_swaps(
     raw = payload("unparkable")
     r.set(keys.orphanings(jid(raw)), "3")
     plant_orphan(r, new_identity(), [raw])
-    recovery.recover_orphans(manager, scan=False)
+    manager.orphans.recover(scan=False)
     [(entry, _)] = zset_entries(r, keys.DEAD)  # the proper entry only, the raw one is gone
     assert entry["jid"] == jid(raw)
     assert entry["error_class"] == "Cogworker::ProcessDied"
@@ -263,19 +263,19 @@ def test_failed_swap_of_a_raw_burial_is_retried_next_pass(acl: AclServer) -> Non
         dead = new_identity()
         plant_orphan(admin, dead, [raw])
         # the requeue script buries the raw payload (ZADD allowed), then the swap is refused
-        assert reliable_fetch.requeue_list(cfg, checker.client, dead, if_dead_for=300) == 1
+        assert checker.orphans.requeue(dead, if_dead_for=300) == 1
         assert admin.zrange(keys.DEAD, 0, -1) == [raw]
         acl.deny("zadd")
-        recovery.recover_orphans(checker, scan=False)
+        checker.orphans.recover(scan=False)
         assert admin.zrange(keys.DEAD, 0, -1) == [raw]  # still the raw entry, nothing lost
         assert seen == []
         acl.allow("zadd")
-        recovery.recover_orphans(checker, scan=False)
+        checker.orphans.recover(scan=False)
         [(entry, _)] = zset_entries(admin, keys.DEAD)
         assert entry["jid"] == jid(raw)
         assert entry["error_class"] == "Cogworker::ProcessDied"
         assert [type(error) for error in seen] == [recovery.JobOrphanedError]
-        recovery.recover_orphans(checker, scan=False)
+        checker.orphans.recover(scan=False)
         assert admin.zcard(keys.DEAD) == 1 and len(seen) == 1
     finally:
         release(cfg)
@@ -291,7 +291,7 @@ def test_job_whose_queue_is_broken_stays_listed_and_the_rest_is_requeued(
     stuck, good = payload("stuck", queue="broken"), payload("good")
     dead = new_identity()
     plant_orphan(r, dead, [stuck, good])
-    assert recovery.recover_orphans(manager, scan=False).moved == 1
+    assert manager.orphans.recover(scan=False).moved == 1
     assert r.lrange(keys.queue("default"), 0, -1) == [good]
     assert r.lrange(keys.inprogress(dead), 0, -1) == [stuck]
     assert r.sismember(keys.INPROGRESS_IDENTITIES, dead) == 1
@@ -299,7 +299,7 @@ def test_job_whose_queue_is_broken_stays_listed_and_the_rest_is_requeued(
     assert r.exists(keys.orphanings(jid(stuck))) == 0  # not counted: it wasn't put back
     assert f"1 job(s) left in progress by {dead} couldn't be put back" in caplog.text
     r.delete(keys.queue("broken"))
-    assert recovery.recover_orphans(manager, scan=False).moved == 1  # retried next check
+    assert manager.orphans.recover(scan=False).moved == 1  # retried next check
     assert r.lrange(keys.queue("broken"), 0, -1) == [stuck]
     assert r.exists(keys.inprogress(dead)) == 0
 
@@ -307,7 +307,7 @@ def test_job_whose_queue_is_broken_stays_listed_and_the_rest_is_requeued(
 # -- every move writes the destination first ---------------------------------------------
 
 RAW = payload("moved", queue="broken")
-WORK = Work("broken", RAW)
+WORK = Work.taken("broken", RAW)
 RECORD = json.dumps({"set": keys.DEAD, "score": 1, "payload": RAW})
 Move = tuple[str, str, Callable[[], object]]  # source key, member that must stay, the move
 
@@ -315,32 +315,33 @@ Move = tuple[str, str, Callable[[], object]]  # source key, member that must sta
 def _give_back(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.queue("broken"), "x")
     r.lpush(inprogress(m), RAW)
-    return inprogress(m), RAW, lambda: m.fetch().give_back(WORK)
+    return inprogress(m), RAW, lambda: m.strategy.current().give_back(WORK)
 
 
 def _interrupt(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.RETRY, "x")
     r.lpush(inprogress(m), RAW)
-    return inprogress(m), RAW, lambda: m.fetch().interrupt(WORK, keys.RETRY, 1.0, RAW)
+    filing = Filing(keys.RETRY, 1.0, RAW)
+    return inprogress(m), RAW, lambda: m.strategy.current().file_instead(WORK, filing)
 
 
 def _park(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.UNSETTLED, "x")
     r.lpush(inprogress(m), RAW)
-    m.settle_later(RAW, (keys.DEAD, 1.0, RAW))
-    return inprogress(m), RAW, lambda: recovery.park_unsettled(m)
+    m.ledger.settle_later(WORK, Filing(keys.DEAD, 1.0, RAW))
+    return inprogress(m), RAW, lambda: m.reconciler.park_unsettled()
 
 
 def _file(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.DEAD, "x")
     r.rpush(keys.UNSETTLED, RECORD)
-    return keys.UNSETTLED, RECORD, lambda: recovery.file_unsettled(m)
+    return keys.UNSETTLED, RECORD, lambda: m.orphans.file_unsettled()
 
 
 def _bury(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.DEAD, "x")
     r.rpush(keys.REPEAT_ORPHANS, RAW)
-    return keys.REPEAT_ORPHANS, RAW, lambda: recovery.bury_repeat_orphans(m)
+    return keys.REPEAT_ORPHANS, RAW, lambda: m.orphans.bury_repeat_orphans()
 
 
 def _graduate(r: redis.Redis, m: Manager) -> Move:
@@ -353,7 +354,7 @@ def _graduate(r: redis.Redis, m: Manager) -> Move:
 def _bury_entry(r: redis.Redis, m: Manager) -> Move:
     r.set(keys.DEAD, "x")
     r.zadd(keys.RETRY, {"{not json": 1})
-    script_keys = [keys.RETRY, keys.DEAD, keys.STATS_FAILED]
+    script_keys = [keys.RETRY, keys.DEAD]
     return (
         keys.RETRY,
         "{not json",
@@ -484,7 +485,7 @@ def test_basic_process_with_an_unreadable_registry_is_not_a_first_recovery(
 def test_stray_is_requeued_only_on_the_second_pass(
     r: redis.Redis, manager: Manager, caplog: pytest.LogCaptureFixture
 ) -> None:
-    manager.fetch()
+    manager.strategy.current()
     raw = payload("stray")
     r.lpush(inprogress(manager), raw)
     checks = Scheduler(manager)
@@ -515,13 +516,13 @@ def test_running_job_is_never_a_stray(r: redis.Redis, manager: Manager) -> None:
 
 
 def test_pending_ack_is_settled_instead_of_requeued(r: redis.Redis, manager: Manager) -> None:
-    manager.fetch()
+    manager.strategy.current()
     raw = payload("finished-unacked")
     r.lpush(inprogress(manager), raw)
     r.set(keys.orphanings(jid(raw)), "1")
-    manager.settle_later(raw, "ack")
+    manager.ledger.settle_later(Work.taken("", raw), ACK)
     Scheduler(manager).orphan_check()
-    assert manager.pending() == {}
+    assert manager.ledger.pending() == {}
     assert r.llen(inprogress(manager)) == 0
     assert r.llen(keys.queue("default")) == 0
     assert r.exists(keys.orphanings(jid(raw))) == 0
@@ -563,7 +564,7 @@ def test_unsettled_failure_is_filed_once_by_another_process_with_its_bookkeeping
     r.set(keys.DEAD, "not a sorted set")
     job_id = NoRetryJob.perform_async("unfiled")
     with running(manager):
-        wait_for(lambda: len(manager.pending()) == 1)
+        wait_for(lambda: len(manager.ledger.pending()) == 1)
         r.set(keys.orphanings(str(job_id)), "2")
         manager.stop(1.0)
     assert r.llen(inprogress(manager)) == 0
@@ -594,7 +595,7 @@ def test_failure_that_cannot_even_be_parked_stays_listed_at_shutdown(
     r.set(keys.UNSETTLED, "not a list")
     with running(manager):
         job_id = NoRetryJob.perform_async("unparkable")
-        wait_for(lambda: len(manager.pending()) == 1)
+        wait_for(lambda: len(manager.ledger.pending()) == 1)
         [raw] = r.lrange(inprogress(manager), 0, -1)
         manager.stop(1.0)
     assert r.lrange(inprogress(manager), 0, -1) == [raw]  # not requeued: it ran already
@@ -620,7 +621,7 @@ def test_unusable_unsettled_records_are_quarantined_and_the_rest_filed(
         json.dumps({"set": keys.SCHEDULE, "score": later, "payload": payload("scheduled")}),
     ]
     r.rpush(keys.UNSETTLED, bad[0], good[0], *bad[1:], good[1])
-    assert recovery.file_unsettled(manager) == 2
+    assert manager.orphans.file_unsettled() == 2
     assert r.llen(keys.UNSETTLED) == 0
     assert r.lrange(keys.UNSETTLED_QUARANTINE, 0, -1) == bad
     assert 30 * 86400 - 10 <= r.ttl(keys.UNSETTLED_QUARANTINE) <= 30 * 86400
@@ -640,7 +641,7 @@ def test_orphan_counter_is_cleared_when_an_interrupt_files_the_job(
     manager.config.server_middleware.add(PoisonMiddleware)
     raw = payload("recovered-then-failed", job_class=NoRetryJob.name, retry=False)
     plant_orphan(r, new_identity(), [raw])
-    assert recovery.recover_orphans(manager, scan=False).moved == 1
+    assert manager.orphans.recover(scan=False).moved == 1
     assert r.get(keys.orphanings(jid(raw))) == "1"
     with running(manager):
         wait_for(lambda: r.zcard(keys.DEAD) == 1 and all_settled(r, manager))
@@ -703,7 +704,7 @@ def test_two_processes_burying_the_same_repeat_orphan_file_it_once(
     first, second = Manager(cfg, new_identity()), Manager(cfg, new_identity())
     results = race_under_pause(
         admin,
-        [lambda: recovery.bury_repeat_orphans(first), lambda: recovery.bury_repeat_orphans(second)],
+        [lambda: first.orphans.bury_repeat_orphans(), lambda: second.orphans.bury_repeat_orphans()],
     )
     assert sorted(results) == [0, 1]
     [(entry, _)] = zset_entries(admin, keys.DEAD)
@@ -727,7 +728,7 @@ def test_two_processes_filing_the_same_unsettled_record_file_it_once(
     admin.rpush(keys.UNSETTLED, record)
     first, second = Manager(cfg, new_identity()), Manager(cfg, new_identity())
     results = race_under_pause(
-        admin, [lambda: recovery.file_unsettled(first), lambda: recovery.file_unsettled(second)]
+        admin, [lambda: first.orphans.file_unsettled(), lambda: second.orphans.file_unsettled()]
     )
     assert sorted(results) == [0, 1]
     assert admin.zcard(keys.DEAD) == 1
@@ -746,16 +747,17 @@ def test_two_processes_swapping_the_same_raw_burial_leave_one_entry(
     cfg.death_handlers = [lambda job, error: seen.append(error)]
     raw = payload("swapped-once")
     admin.zadd(keys.DEAD, {raw: 1})
-    recovery.remember_raw_burials([raw])
     first, second = Manager(cfg, new_identity()), Manager(cfg, new_identity())
+    for process in (first, second):  # each remembers it (both requeued the same list)
+        process.orphans.remember_raw_burials([raw])
     race_under_pause(
-        admin, [lambda: recovery.swap_raw_burials(first), lambda: recovery.swap_raw_burials(second)]
+        admin, [lambda: first.orphans.swap_raw_burials(), lambda: second.orphans.swap_raw_burials()]
     )
     [(entry, _)] = zset_entries(admin, keys.DEAD)
     assert entry["jid"] == jid(raw)
     assert entry["error_class"] == "Cogworker::ProcessDied"
     assert len(seen) == 1
-    recovery.swap_raw_burials(first)  # forgotten once handled
+    first.orphans.swap_raw_burials()  # forgotten once handled
     assert admin.zcard(keys.DEAD) == 1 and len(seen) == 1
 
 
@@ -764,14 +766,14 @@ def test_swap_never_adds_an_entry_for_a_raw_burial_already_gone(
 ) -> None:
     raw = payload("already-swapped")
     r.zadd(keys.DEAD, {raw: 1})
-    recovery.remember_raw_burials([raw, raw])  # e.g. remembered by two passes
-    recovery.swap_raw_burials(manager)
+    manager.orphans.remember_raw_burials([raw, raw])  # e.g. remembered by two passes
+    manager.orphans.swap_raw_burials()
     [(entry, _)] = zset_entries(r, keys.DEAD)
     assert entry["error_class"] == "Cogworker::ProcessDied"
     assert len(handled) == 1
     r.zrem(keys.DEAD, wire.dumps(entry))  # deleted from the Web UI meanwhile
-    recovery.remember_raw_burials([raw])
-    recovery.swap_raw_burials(manager)
+    manager.orphans.remember_raw_burials([raw])
+    manager.orphans.swap_raw_burials()
     assert r.zcard(keys.DEAD) == 0
     assert len(handled) == 1
 
@@ -784,7 +786,7 @@ def test_reconcile_hooks_only_handlers_for_unloadable_classes_and_survive_lock_e
     r.rpush(lock, "not a string")  # the lock release after the burial fails (deferred)
     unloadable = payload("ghost", job_class="HardRec::NotLoadedAnywhere")
     r.rpush(keys.REPEAT_ORPHANS, loadable, unloadable, "{not json")
-    assert recovery.bury_repeat_orphans(manager) == 3
+    assert manager.orphans.bury_repeat_orphans() == 3
     assert r.zcard(keys.DEAD) == 3
     assert sorted(job["args"][0] for job, _ in handled) == ["ghost", "loadable"]
     assert [job["args"] for job, _ in CLASS_HOOK] == [["loadable"]]
@@ -803,7 +805,7 @@ def test_two_processes_quarantining_the_same_unusable_record_keep_one_copy(
     first, second = Manager(cfg, new_identity()), Manager(cfg, new_identity())
     race_under_pause(
         admin,
-        [lambda: recovery.file_unsettled(first), lambda: recovery.file_unsettled(second)],
+        [lambda: first.orphans.file_unsettled(), lambda: second.orphans.file_unsettled()],
     )
     assert admin.llen(keys.UNSETTLED) == 0
     assert admin.lrange(keys.UNSETTLED_QUARANTINE, 0, -1) == ["{not json"]  # one record, once
@@ -823,7 +825,7 @@ def test_orphan_counter_is_cleared_when_a_finished_job_is_dropped_at_shutdown(
             admin.set(keys.orphanings(jid(raw)), "2")  # it was recovered twice before
             acl.deny("lrem")
             GATE.open()
-            wait_for(lambda: manager.pending() == {raw: "ack"})
+            wait_for(lambda: manager.ledger.pending() == {raw: ACK})
             manager.stop(2.0)
         assert admin.llen(inprogress(manager)) == 0
         assert admin.llen(keys.queue("default")) == 0

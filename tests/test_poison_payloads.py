@@ -162,7 +162,7 @@ def assert_filed_once(b: redis.Redis, poison: bytes, error_class: str | None = N
 
 def inprogress_empty(b: redis.Redis, manager: Manager) -> bool:
     manager.bookkeeper.flush()
-    return b.llen(keys.inprogress(manager.identity)) == 0 and not manager.running()
+    return b.llen(keys.inprogress(manager.identity)) == 0 and not manager.ledger.running()
 
 
 # -- on a queue ---------------------------------------------------------------------------------
@@ -269,16 +269,16 @@ def test_a_payload_handed_back_at_stop_goes_to_dead_not_back(
     config.concurrency = 1
     manager = Manager(config, new_identity())
     b.lpush(keys.queue("default"), poison)
-    [work] = manager.fetch().retrieve(1)
+    [work] = manager.strategy.current().retrieve(1)
     try:
         manager.stopping.set()
-        manager.job_taken(work.raw)  # what the fetcher does before handing it over
+        manager.ledger.taken(work)  # what the fetcher does before handing it over
         manager.bookkeeper.start()
         manager.processors[0].process(work)  # after stop began: it must not run
         manager.bookkeeper.flush()
     finally:
         manager.bookkeeper.stop()
-        manager.fetch().close()
+        manager.strategy.current().close()
     assert_filed_once(b, poison, "RecursionError")
     assert b.llen(keys.queue("default")) == 0
 

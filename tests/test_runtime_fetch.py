@@ -17,7 +17,7 @@ from runtime_support import AclServer, fresh_runtime, private_config, queue_jobs
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.fetch import Fetch
+from cogworker.fetch import Fetch, Filing
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import ACK, FETCH_BATCH, ReliableFetch
 from cogworker.identity import new_identity
@@ -25,6 +25,7 @@ from cogworker.redis_server import RedisServer, free_port
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.launcher import Launcher
 from cogworker.worker.manager import Manager
+from cogworker.worker.recovery.handback import hand_back_list
 from cogworker.worker.scheduler import Scheduler
 
 RUNS: list[str] = []
@@ -115,7 +116,7 @@ def test_pausing_takes_effect_once_the_cached_set_expires(
 ) -> None:
     """The paused set is cached briefly (PAUSED_CACHE_SECONDS) to keep idle load low; once the
     cache has expired (an injected clock) no fetch takes from a paused queue."""
-    import cogworker.fetch as fetch_module
+    import cogworker.fetch.queues as fetch_module
 
     clock = [1000.0]
     monkeypatch.setattr(fetch_module.time, "monotonic", lambda: clock[0])
@@ -180,7 +181,7 @@ def test_script_flush_between_fetches_is_survived(config: cogworker.Config, r: r
         assert r.script_exists(FETCH_BATCH.sha, ACK.sha) == [False, False]
         cogworker.Client(config).push({"class": FetchJob.name, "args": ["two"], "queue": "second"})
         wait_for(lambda: RUNS == ["one", "two"])
-        wait_for(lambda: not manager.running() and r.llen(inprogress) == 0)  # acked too
+        wait_for(lambda: not manager.ledger.running() and r.llen(inprogress) == 0)  # acked too
         assert calls(r, "eval") > evals_before  # NOSCRIPT answered by re-sending the source
         assert r.script_exists(FETCH_BATCH.sha, ACK.sha) == [True, True]
     assert r.llen(keys.queue("first")) == 0 and r.llen(keys.queue("second")) == 0
@@ -222,7 +223,7 @@ def test_redis_without_lmove_falls_back_to_basic_once(
             client.enqueue(FetchJob, "second")
             client.enqueue(FetchJob, "third")
             wait_for(lambda: sorted(RUNS) == ["before-start", "second", "third"])
-            assert manager.fetch_mode == "basic"
+            assert manager.strategy.mode == "basic"
         assert admin.llen(keys.queue("default")) == 0
         assert admin.keys(keys.INPROGRESS_PREFIX + "*") == []
         warnings = [rec for rec in caplog.records if "falling back to basic" in rec.getMessage()]
@@ -246,15 +247,15 @@ def test_version_check_with_redis_unreachable_memoises_nothing(
     manager = Manager(cfg, new_identity())
     try:
         with pytest.raises(redis.ConnectionError):
-            manager.fetch()
-        assert manager.fetch_mode is None
+            manager.strategy.current()
+        assert manager.strategy.mode is None
         beat = Heartbeat(cfg, manager, lambda message: None)
         assert beat.beat() is False  # the beat asks for the fetch mode first
-        assert manager.fetch_mode is None
+        assert manager.strategy.mode is None
         server.start()
-        assert manager.fetch().mode == "reliable"
-        assert manager.fetch_mode == "reliable"
-        manager.fetch().close()
+        assert manager.strategy.current().mode == "reliable"
+        assert manager.strategy.mode == "reliable"
+        manager.strategy.current().close()
     finally:
         release(cfg)
 
@@ -267,8 +268,8 @@ def test_version_check_refused_by_acl_assumes_support(
     cfg = private_config(acl.worker_url)
     manager = Manager(cfg, new_identity())
     try:
-        assert manager.fetch().mode == "reliable"
-        manager.fetch().close()
+        assert manager.strategy.current().mode == "reliable"
+        manager.strategy.current().close()
     finally:
         release(cfg)
         acl.close()
@@ -296,7 +297,7 @@ def test_manager_can_be_built_while_redis_is_unreachable() -> None:
         Scheduler(manager)
         Launcher(cfg)
         with pytest.raises(redis.ConnectionError):  # the port really is closed
-            manager.fetch()
+            manager.strategy.current()
     finally:
         release(cfg)
 
@@ -322,11 +323,7 @@ def test_shutdown_requeue_files_payloads_without_a_readable_queue_into_dead(
     identity = new_identity()
     good = '{"class":"X","queue":"mail","jid":"0123456789abcdef01234567","args":[]}'
     r.rpush(keys.inprogress(identity), *UNREADABLE, good)
-    fetch = make_fetch("reliable", config, identity)
-    try:
-        moved = fetch.requeue_in_progress(identity)
-    finally:
-        fetch.close()
+    moved = hand_back_list(config, config.redis(), identity)
     assert moved == len(UNREADABLE) + 1
     assert r.llen(keys.queue("default")) == 0
     wrappers = [json.loads(member) for member in r.zrange(keys.DEAD, 0, -1)]
@@ -387,7 +384,7 @@ def test_a_refused_removal_fails_the_whole_step_so_the_job_is_in_one_place(
     """Redis keeps the writes a script made before the command ACL refused. These steps write
     the job's destination, then take it off the in-progress list: with LREM refused they must
     write nothing (else the job would be queued, or filed, and still in progress: run twice)."""
-    from cogworker.worker.recovery import PARK_UNSETTLED
+    from cogworker.worker.recovery.reconcile import PARK_UNSETTLED
 
     acl = AclServer(redis_server_factory)
     cfg = private_config(acl.worker_url, queues=["refused"])
@@ -403,7 +400,7 @@ def test_a_refused_removal_fails_the_whole_step_so_the_job_is_in_one_place(
             if step == "give back":
                 fetch.give_back(work)
             elif step == "interrupt":
-                fetch.interrupt(work, keys.RETRY, time.time() + 30, work.raw)
+                fetch.file_instead(work, Filing(keys.RETRY, time.time() + 30, work.raw))
             else:
                 record = json.dumps({"set": keys.RETRY, "score": 0, "payload": work.raw})
                 PARK_UNSETTLED(cfg.redis(), [fetch.inprogress, keys.UNSETTLED], [raw, record])

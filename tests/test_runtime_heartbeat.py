@@ -57,8 +57,8 @@ class Beating:
 
     def close(self) -> None:
         self.heartbeat.stop()
-        if self.manager.fetch_mode is not None:
-            self.manager.fetch().close()
+        if self.manager.strategy.mode is not None:
+            self.manager.strategy.current().close()
 
 
 @pytest.fixture
@@ -363,7 +363,7 @@ def test_launcher_stopped_during_the_startup_wait_starts_nothing(
         assert launcher.stopped.is_set() and not launcher.started.is_set()
         assert launcher.manager.quiet  # the quiet signal was applied while waiting
         assert not any(p.thread.is_alive() for p in launcher.manager.processors)
-        assert not launcher.manager._fetcher.is_alive()
+        assert not launcher.manager.fetcher.is_alive()
         assert "Received stop signal before startup completed" in caplog.text
     finally:
         release(cfg)
@@ -382,7 +382,7 @@ def test_launcher_boots_once_redis_answers(down_server: RedisServer) -> None:
     admin = redis.Redis.from_url(down_server.url, decode_responses=True)
     try:
         wait_for(lambda: redis_errors.reporter.in_outage("Heartbeat"))
-        assert not launcher.manager._fetcher.is_alive()  # nothing fetches before a beat
+        assert not launcher.manager.fetcher.is_alive()  # nothing fetches before a beat
         down_server.start()
         wait_for(launcher.started.is_set, timeout=15)
         assert admin.exists(keys.process(launcher.identity)) == 1

@@ -22,6 +22,7 @@ from runtime_support import (
     Gate,
     counter,
     fresh_runtime,
+    pending_filing,
     private_config,
     queue_jobs,
     release,
@@ -34,6 +35,7 @@ from cogworker import failure, keys, redis_errors
 from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer
 from cogworker.worker import scheduler
+from cogworker.worker.ledger import ACK
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 
@@ -122,7 +124,7 @@ def inprogress(manager: Manager) -> str:
 def settled_idle(r: redis.Redis, manager: Manager) -> bool:
     """The bookkeeper sent everything and nothing is left in progress."""
     manager.bookkeeper.flush()
-    return r.llen(inprogress(manager)) == 0 and not manager.running()
+    return r.llen(inprogress(manager)) == 0 and not manager.ledger.running()
 
 
 # -- success and failure routing ---------------------------------------------------------------
@@ -274,14 +276,14 @@ def test_ack_denied_keeps_the_job_listed_and_it_never_runs_again(
             [raw] = admin.lrange(inprogress(manager), 0, -1)
             acl.deny("lrem")  # the ack script's LREM now fails on the worker's connections
             GATE.open()
-            wait_for(lambda: manager.pending() == {raw: "ack"})
+            wait_for(lambda: manager.ledger.pending() == {raw: ACK})
             assert f"couldn't acknowledge finished job jid={jid} after 3 attempts" in caplog.text
             assert admin.lrange(inprogress(manager), 0, -1) == [raw]
             assert admin.llen(keys.queue("default")) == 0
             if settled_by == "reconcile":
                 acl.allow("lrem")
                 Scheduler(manager).orphan_check()  # reconcile settles the pending ack
-                assert manager.pending() == {}
+                assert manager.ledger.pending() == {}
                 assert admin.llen(inprogress(manager)) == 0
             manager.stop(2.0)  # still denied in the other case: the finished job is dropped
         assert admin.llen(inprogress(manager)) == 0
@@ -299,9 +301,9 @@ def test_unrecordable_failure_is_left_in_progress_then_filed_never_requeued(
     manager = Manager(small, new_identity())
     with running(manager):
         jid = FailJob.perform_async("unfiled")
-        wait_for(lambda: manager.pending())
+        wait_for(lambda: manager.ledger.pending())
         [raw] = r.lrange(inprogress(manager), 0, -1)
-        target, _, _ = manager.pending()[raw]  # type: ignore[misc]
+        target = pending_filing(manager, raw).target
         assert target == keys.RETRY
         assert (
             f"fail: RtProc::Fail jid={jid}: ValueError: boom unfiled; couldn't file it "
@@ -315,7 +317,7 @@ def test_unrecordable_failure_is_left_in_progress_then_filed_never_requeued(
             assert r.llen(keys.queue("default")) == 0
         r.delete(keys.RETRY)
         checks.orphan_check()  # the pending filing goes through now
-        assert manager.pending() == {}
+        assert manager.ledger.pending() == {}
         assert r.llen(inprogress(manager)) == 0
     [(entry, score)] = zset_entries(r, keys.RETRY)
     assert entry["jid"] == jid
@@ -334,7 +336,7 @@ def test_unfileable_failure_at_shutdown_is_handed_to_unsettled(
     manager = Manager(small, new_identity())
     with running(manager):
         jid = NoRetryJob.perform_async("orphan-failure")
-        wait_for(lambda: manager.pending())
+        wait_for(lambda: manager.ledger.pending())
         manager.stop(1.0)
     assert r.llen(inprogress(manager)) == 0
     assert r.llen(keys.queue("default")) == 0
@@ -366,12 +368,12 @@ def test_redis_down_between_execute_and_acknowledge(
             [raw] = admin.lrange(inprogress(manager), 0, -1)
             server.stop()
             GATE.open()  # perform raises now; filing the failure hits a dead connection
-            wait_for(lambda: raw in manager.pending(), timeout=15)
+            wait_for(lambda: raw in manager.ledger.pending(), timeout=15)
             server.start()
             assert admin.lrange(inprogress(manager), 0, -1) == [raw]
             assert admin.llen(keys.queue("default")) == 0
             Scheduler(manager).orphan_check()  # reconcile files the pending failure
-            assert manager.pending() == {}
+            assert manager.ledger.pending() == {}
             [(entry, _)] = zset_entries(admin, keys.RETRY)
             assert entry["jid"] == jid
             assert entry["interrupted_count"] == 1
@@ -474,20 +476,20 @@ def test_job_fetched_after_stop_began_is_given_back(
 ) -> None:
     manager = Manager(small, new_identity())
     OkJob.perform_async("too-late")
-    [work] = manager.fetch().retrieve(1)
+    [work] = manager.strategy.current().retrieve(1)
     OkJob.perform_async("pushed-later")
     try:
         manager.stopping.set()
-        manager.job_taken(work.raw)  # what the fetcher does before handing it over
+        manager.ledger.taken(work)  # what the fetcher does before handing it over
         manager.processors[0].process(work)
     finally:
-        manager.fetch().close()
+        manager.strategy.current().close()
     assert RUNS == []
     assert r.llen(inprogress(manager)) == 0
     # back at the tail of its queue: it runs next, before the job pushed meanwhile
     assert [job["args"] for job in queue_jobs(r, "default")] == [["too-late"], ["pushed-later"]]
     assert r.lindex(keys.queue("default"), -1) == work.raw  # byte for byte
-    assert manager.running() == set()
+    assert manager.ledger.running() == set()
 
 
 @pytest.mark.parametrize("mode", ["reliable", "basic"])

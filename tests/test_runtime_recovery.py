@@ -14,11 +14,11 @@ from runtime_support import Gate, fresh_runtime, queue_jobs, redis_time, running
 
 import cogworker
 from cogworker import keys
-from cogworker.fetch.reliable import ReliableFetch, requeue_list
+from cogworker.fetch.reliable import ReliableFetch
 from cogworker.identity import new_identity
-from cogworker.worker import recovery
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
+from cogworker.worker.recovery.requeue import requeue_list
 from cogworker.worker.scheduler import Scheduler
 
 RUNS: list[str] = []
@@ -106,7 +106,7 @@ def test_dead_only_when_the_last_beat_is_older_than_the_threshold(
     other = new_identity()
     raws = [payload("orphaned")]
     leave_orphan(r, other, raws, beat_age=beat_age)
-    report = recovery.recover_orphans(manager, scan=False)
+    report = manager.orphans.recover(scan=False)
     if dead:
         assert report.moved == 1
         assert r.lrange(keys.queue("default"), 0, -1) == raws
@@ -125,8 +125,8 @@ def test_presence_key_means_alive_whatever_the_stamp(
     other = new_identity()
     raws = [payload("running-elsewhere")]
     leave_orphan(r, other, raws, beat_age=10_000, alive=True)
-    assert requeue_list(config, manager.client, other, if_dead_for=300) == -1
-    assert recovery.recover_orphans(manager, scan=True).moved == 0
+    assert requeue_list(config, manager.client, other, if_dead_for=300).moved == -1
+    assert manager.orphans.recover(scan=True).moved == 0
     assert untouched(r, other, raws)
     assert r.hexists(keys.LAST_BEAT, other) is True
 
@@ -138,7 +138,7 @@ def test_missing_or_non_numeric_stamp_leaves_the_presence_key_to_decide(
     other = new_identity()
     raws = [payload("no-stamp")]
     leave_orphan(r, other, raws, stamp=stamp)
-    assert recovery.recover_orphans(manager, scan=False).moved == 1
+    assert manager.orphans.recover(scan=False).moved == 1
     assert r.lrange(keys.queue("default"), 0, -1) == raws
     assert r.hexists(keys.LAST_BEAT, other) is False
 
@@ -146,7 +146,7 @@ def test_missing_or_non_numeric_stamp_leaves_the_presence_key_to_decide(
 def test_own_list_is_never_requeued_by_recovery(r: redis.Redis, manager: Manager) -> None:
     raws = [payload("mine")]
     leave_orphan(r, manager.identity, raws, beat_age=10_000)
-    report = recovery.recover_orphans(manager, scan=True)
+    report = manager.orphans.recover(scan=True)
     assert report.moved == 0
     assert untouched(r, manager.identity, raws)
 
@@ -164,9 +164,9 @@ def test_a_live_worker_keeps_its_running_job_even_when_its_presence_key_lapsed(
         HeldJob.perform_async("long")
         wait_for(GATE.entered.is_set)
         [raw] = r.lrange(keys.inprogress(worker.identity), 0, -1)
-        assert recovery.recover_orphans(checker, scan=True).moved == 0
+        assert checker.orphans.recover(scan=True).moved == 0
         r.delete(keys.process(worker.identity))  # presence expired during an outage
-        assert recovery.recover_orphans(checker, scan=True).moved == 0
+        assert checker.orphans.recover(scan=True).moved == 0
         assert r.lrange(keys.inprogress(worker.identity), 0, -1) == [raw]
         assert r.llen(keys.queue("default")) == 0
         GATE.open()
@@ -181,10 +181,10 @@ def test_unregistered_list_is_found_only_by_the_scan(r: redis.Redis, manager: Ma
     other = new_identity()
     raws = [payload("pre-registry")]
     leave_orphan(r, other, raws, beat_age=1000, registered=False)
-    report = recovery.recover_orphans(manager, scan=False)
+    report = manager.orphans.recover(scan=False)
     assert (report.moved, report.registry_read, report.scanned) == (0, True, False)
     assert r.lrange(keys.inprogress(other), 0, -1) == raws
-    report = recovery.recover_orphans(manager, scan=True)
+    report = manager.orphans.recover(scan=True)
     assert (report.moved, report.scanned) == (1, True)
     assert r.lrange(keys.queue("default"), 0, -1) == raws
 
@@ -238,7 +238,7 @@ def test_recovered_jobs_run_next_oldest_first(config: cogworker.Config, r: redis
     r.hset(keys.LAST_BEAT, dead, str(redis_time(r) - 1000))
     config.concurrency = 1
     manager = Manager(config, new_identity())
-    assert recovery.recover_orphans(manager, scan=False).moved == 3
+    assert manager.orphans.recover(scan=False).moved == 3
     # back at the pop end of the queue, byte for byte, oldest first, ahead of j4
     assert r.lrange(keys.queue("default"), -3, -1) == [work.raw for work in reversed(taken)]
     jid = json.loads(taken[0].raw)["jid"]
@@ -256,7 +256,7 @@ def test_requeue_onto_a_queue_nobody_reads_registers_and_warns(
 ) -> None:
     other = new_identity()
     leave_orphan(r, other, [payload("lonely", queue="nobody-reads")], beat_age=1000)
-    assert recovery.recover_orphans(manager, scan=False).moved == 1
+    assert manager.orphans.recover(scan=False).moved == 1
     assert r.sismember(keys.QUEUES, "nobody-reads") == 1
     assert "no live process reads: nobody-reads" in caplog.text
     assert f"requeued 1 job(s) left in progress by dead process {other}" in caplog.text

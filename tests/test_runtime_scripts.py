@@ -77,7 +77,7 @@ def test_an_empty_batch_sends_nothing(r: redis.Redis) -> None:
 
 def test_a_helper_is_included_from_the_shared_directory() -> None:
     source = scripts.load(scripts.__file__, "graduate").source
-    assert "redis.call(\"LPUSH\"" in source  # a script without includes reads as written
+    assert 'redis.call("LPUSH"' in source  # a script without includes reads as written
     requeue = scripts.Script(scripts.HELPERS / "requeue_job.lua").source
     assert "local function retake_running_lock" in requeue  # its own include prepended
     assert "--#include" not in requeue

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import Gate, all_settled, fresh_runtime, holds, running
+from runtime_support import Gate, all_settled, fresh_runtime, holds, performing, running
 
 import cogworker
 from cogworker import keys
 from cogworker.identity import new_identity
-from cogworker.worker import manager as manager_module
+from cogworker.worker import fetcher as fetcher_module
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []
@@ -61,7 +61,7 @@ def inprogress(r: redis.Redis, manager: Manager) -> list[str]:
 def test_a_busy_thread_runs_the_job_taken_ahead_next(
     one_thread: cogworker.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(manager_module, "AHEAD_HOLD", 30.0)  # not handed back during the test
+    monkeypatch.setattr(fetcher_module, "AHEAD_HOLD", 30.0)  # not handed back during the test
     held, second, third = push_three(r)
     manager = Manager(one_thread, new_identity())
     with running(manager):
@@ -70,7 +70,7 @@ def test_a_busy_thread_runs_the_job_taken_ahead_next(
         # third stays on its queue for any process
         assert set(inprogress(r, manager)) == {held, second}
         assert r.lrange(keys.queue("default"), 0, -1) == [third]
-        assert second in manager.running() and second not in manager.performing()
+        assert second in manager.ledger.running() and second not in performing(manager)
         GATE.open()
         wait_for(lambda: len(RUNS) == 3 and all_settled(r, manager))
     assert RUNS == ["held", "second", "third"]
@@ -79,7 +79,7 @@ def test_a_busy_thread_runs_the_job_taken_ahead_next(
 def test_a_job_ahead_no_thread_takes_in_time_goes_back_to_run_next(
     one_thread: cogworker.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(manager_module, "AHEAD_HOLD", 0.2)
+    monkeypatch.setattr(fetcher_module, "AHEAD_HOLD", 0.2)
     held, second, third = push_three(r)
     manager = Manager(one_thread, new_identity())
     with running(manager):
@@ -87,10 +87,10 @@ def test_a_job_ahead_no_thread_takes_in_time_goes_back_to_run_next(
         # handed back to the tail of its queue, where it is the next to be taken
         wait_for(lambda: r.lrange(keys.queue("default"), 0, -1) == [third, second])
         assert inprogress(r, manager) == [held]
-        assert second not in manager.running()
+        assert second not in manager.ledger.running()
         # taking ahead stops while the thread stays busy: nothing is taken again (watched
         # for ten hold times)
-        holds(lambda: inprogress(r, manager) == [held], 10 * manager_module.AHEAD_HOLD)
+        holds(lambda: inprogress(r, manager) == [held], 10 * fetcher_module.AHEAD_HOLD)
         GATE.open()
         wait_for(lambda: len(RUNS) == 3 and all_settled(r, manager))
     assert RUNS == ["held", "second", "third"]
@@ -99,7 +99,7 @@ def test_a_job_ahead_no_thread_takes_in_time_goes_back_to_run_next(
 def test_quiet_hands_the_job_ahead_back(
     one_thread: cogworker.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(manager_module, "AHEAD_HOLD", 30.0)
+    monkeypatch.setattr(fetcher_module, "AHEAD_HOLD", 30.0)
     _, second, third = push_three(r)
     manager = Manager(one_thread, new_identity())
     with running(manager):
@@ -118,7 +118,7 @@ def test_stop_hands_the_job_ahead_back_without_calling_it_unfinished(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(manager_module, "AHEAD_HOLD", 30.0)
+    monkeypatch.setattr(fetcher_module, "AHEAD_HOLD", 30.0)
     held, second, third = push_three(r)
     manager = Manager(one_thread, new_identity())
     manager.start()
@@ -142,7 +142,7 @@ def test_stop_hands_the_job_ahead_back_without_calling_it_unfinished(
 def test_basic_fetch_never_takes_a_job_ahead(
     one_thread: cogworker.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(manager_module, "AHEAD_HOLD", 30.0)
+    monkeypatch.setattr(fetcher_module, "AHEAD_HOLD", 30.0)
     one_thread.fetch = "basic"
     held, second, third = push_three(r)
     manager = Manager(one_thread, new_identity())
@@ -151,7 +151,7 @@ def test_basic_fetch_never_takes_a_job_ahead(
         # with basic fetch a job taken is only in memory: none is taken before a thread is
         # free (watched for a second)
         holds(lambda: r.lrange(keys.queue("default"), 0, -1) == [third, second], 1.0)
-        assert manager.running() == {held}
+        assert manager.ledger.running() == {held}
         GATE.open()
         wait_for(lambda: len(RUNS) == 3)
     assert RUNS == ["held", "second", "third"]

@@ -127,7 +127,7 @@ def lock_key(job_class: type[cogworker.Job] | str, *args: Any, queue: str = "def
 
 def settled(r: redis.Redis, manager: Manager) -> bool:
     manager.bookkeeper.flush()
-    return r.llen(keys.inprogress(manager.identity)) == 0 and not manager.running()
+    return r.llen(keys.inprogress(manager.identity)) == 0 and not manager.ledger.running()
 
 
 # -- the client side -------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ def test_a_run_handed_back_at_shutdown_leaves_the_lock_to_its_requeued_copy(
         manager.stop(0.2)
         assert [job["jid"] for job in queue_jobs(r, "default")] == [jid]
         GATE.open()
-        wait_for(lambda: manager.busy == 0)  # the run here finished (and tried to release)
+        wait_for(lambda: manager.ledger.busy == 0)  # the run here finished (and tried to release)
     finally:
         GATE.open()
     assert RUNS == ["handed-back"]

@@ -206,3 +206,47 @@ def max_retries(job: Mapping[str, Any]) -> int:
         except ValueError:
             return 0
     return 0
+
+
+def read_leniently(raw: str) -> dict[str, Any] | None:
+    """``raw`` as the Lua scripts read it (cjson): a JSON object even when it holds invalid
+    bytes or ``NaN``, which the checks of a job refuse; None if it is not a JSON object."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def jid_of(raw: str) -> str:
+    """The jid in a raw payload, for keys and log lines; ``?`` if unreadable.
+
+    Lenient on purpose: a payload holding invalid bytes still yields the jid the scripts see
+    in it, so both name the same orphan counter.
+    """
+    job = read_leniently(raw)
+    jid = job.get("jid") if job is not None else None
+    return jid if isinstance(jid, str) else "?"
+
+
+def copy_payload(value: Any) -> Any:
+    """A copy of a decoded payload (or any part of one) sharing no dict or list with it:
+    what a JSON round trip would give, without encoding anything."""
+    kind = type(value)
+    if kind is dict:
+        return {
+            key: item if type(item) not in _CONTAINERS else copy_payload(item)
+            for key, item in value.items()
+        }
+    if kind is list or kind is tuple:
+        return [item if type(item) not in _CONTAINERS else copy_payload(item) for item in value]
+    return value
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def workers_entry(queue: str, raw: str, run_at: int) -> str:
+    """A processor thread's entry in its process's workers hash: the queue, the payload
+    embedded exactly as stored (it must be a JSON object), and when the run started."""
+    return f'{{"queue":{dumps(queue)},"payload":{raw},"run_at":{run_at}}}'

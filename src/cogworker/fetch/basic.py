@@ -6,32 +6,22 @@ those entries, but a job whose process is killed mid-job is lost.
 
 from __future__ import annotations
 
-import json
-import logging
 import random
 import threading
 from collections.abc import Sequence
 
-import redis
-
-from cogworker import keys, scripts, wire
+from cogworker import keys
 from cogworker.config import Config
-from cogworker.fetch import (
-    NO_QUEUE_SLEEP,
-    BlockingConnection,
-    PausedQueues,
-    Work,
-    queued_ttl,
-)
-
-logger = logging.getLogger("cogworker")
+from cogworker.fetch import FetchMode, Filing, Work
+from cogworker.fetch.blocking import BlockingConnection
+from cogworker.fetch.queues import NO_QUEUE_SLEEP, PausedQueues
+from cogworker.scripts import Batch
 
 TIMEOUT = 2.0
-REQUEUE_ENTRY = scripts.load(__file__, "requeue_entry")
 
 
 class BasicFetch:
-    mode = "basic"
+    mode: FetchMode = "basic"
 
     def __init__(self, config: Config, identity: str, stopping: threading.Event) -> None:
         self.config = config
@@ -42,21 +32,32 @@ class BasicFetch:
         self._blocking = BlockingConnection(config, TIMEOUT)
         self._wakeup = threading.Event()
 
-    def retrieve(self, wanted: int) -> list[Work]:
+    def retrieve(self, wanted: int, *, wait: bool = True) -> list[Work]:
+        """At most one job (BRPOP pops one)."""
         paused = self._paused.get()
         active = [keys.queue(name) for name in self.config.queues if name not in paused]
         if not active:
-            self._wakeup.wait(NO_QUEUE_SLEEP)
-            self._wakeup.clear()
+            if wait:
+                self._wakeup.wait(NO_QUEUE_SLEEP)
+                self._wakeup.clear()
             return []
-        if self._stopping.is_set():
+        if self._stopping.is_set() or wanted < 1:
             return []
         random.shuffle(active)  # repeats kept: they are the weights
+        if not wait:
+            return self._pop_any(active)
         reply = self._blocking.call("BRPOP", *active, TIMEOUT)
         if not reply:
             return []
         key, raw = reply
-        return [Work(keys.queue_name(key), raw)]
+        return [Work.taken(keys.queue_name(key), raw)]
+
+    def _pop_any(self, active: list[str]) -> list[Work]:
+        for key in dict.fromkeys(active):
+            raw = self._client.rpop(key)
+            if raw is not None:
+                return [Work.taken(keys.queue_name(key), str(raw))]
+        return []
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -65,54 +66,15 @@ class BasicFetch:
     def acknowledge(self, works: Sequence[Work]) -> list[bool]:
         return [True for _ in works]  # BRPOP already removed them
 
+    def queue_acknowledge(self, batch: Batch, works: Sequence[Work]) -> int | None:
+        return None  # nothing to send: BRPOP already removed them
+
     def give_back(self, work: Work) -> None:
         self._client.rpush(keys.queue(work.queue), work.raw)
 
-    def interrupt(self, work: Work, target: str, score: float, payload: str) -> bool:
-        self._client.zadd(target, {payload: score})
+    def file_instead(self, work: Work, filing: Filing) -> bool:
+        self._client.zadd(filing.target, {filing.payload: filing.score})
         return True
-
-    def requeue_in_progress(
-        self, identity: str, *, finished: Sequence[str] = (), keep: Sequence[str] = ()
-    ) -> int:
-        """Requeue the jobs registered in ``identity``'s workers hash (shutdown)."""
-        count = 0
-        for entry in self._client.hvals(keys.workers(identity)):
-            try:
-                record = json.loads(entry)
-                queue, job = str(record["queue"]), record["payload"]
-                retake = bool(
-                    job.get("periodic_until_executed")
-                    and job.get("periodic_pjid")
-                    and job.get("jid")
-                )
-                lock = keys.periodic_running(job["periodic_pjid"]) if retake else keys.queue(queue)
-                REQUEUE_ENTRY(
-                    self._client,
-                    [keys.queue(queue), lock],
-                    [
-                        wire.dumps(job),
-                        "1" if retake else "0",
-                        str(job.get("jid", "")),
-                        queued_ttl(self.config),
-                    ],
-                )
-                count += 1
-            except (
-                ValueError,
-                KeyError,
-                TypeError,
-                AttributeError,
-                RecursionError,
-                redis.ResponseError,
-            ) as error:
-                logger.error(
-                    "couldn't requeue in-flight entry %s (lost: basic fetch keeps it nowhere "
-                    "else): %s",
-                    entry[:200],
-                    error,
-                )
-        return count
 
     def close(self) -> None:
         self._blocking.close()

@@ -10,6 +10,7 @@ newer run's lock. A no-op for jobs that are not cron runs.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,21 @@ PRESENCE_SECONDS = 60  # the TTL of a process's presence key (the heartbeat writ
 RUBY_CHECK_INTERVAL = 60  # Ruby processes sharing the Redis check for orphans this often
 
 
+def queued_ttl(config: Config) -> int:
+    """TTL of a cron run's running lock while the run waits on a queue: pushed by the ticker,
+    or handed back to its queue (re-taken by the same step that requeues it)."""
+    return math.ceil(config.unique_lock_ttl)
+
+
+def requeued_lock(job: Payload) -> str | None:
+    """The running lock a cron run re-takes when it is put back on its queue (an
+    ``until_executed`` run: its entry stays closed while it waits), or None."""
+    pjid, jid = job.get("periodic_pjid"), job.get("jid")
+    if job.get("periodic_until_executed") is True and isinstance(pjid, str):
+        return keys.periodic_running(pjid) if isinstance(jid, str) else None
+    return None
+
+
 def active_ttl(config: Config) -> int:
     """TTL of a running cron lock while its job performs.
 
@@ -37,8 +53,6 @@ def active_ttl(config: Config) -> int:
     the lock). The check interval counts with the configured value when that is longer than
     a minute; with the defaults this is the Ruby gem's 420 s.
     """
-    import math
-
     check_interval = max(config.orphan_check_interval, RUBY_CHECK_INTERVAL)
     return math.ceil(config.orphan_threshold + PRESENCE_SECONDS + check_interval)
 

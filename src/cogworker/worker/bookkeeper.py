@@ -9,6 +9,9 @@ every half second until it succeeds (the job stays listed as in progress meanwhi
 run again by this process; at shutdown it is dropped from the list, not requeued). A job finished
 but not yet acknowledged when its process is killed is recovered and runs again: that window
 is the time of one round trip. Registrations and counters are best-effort.
+
+``queue_counts`` is the one place that counts jobs processed and failed; burials outside a
+processor count through it too (``count_burial``).
 """
 
 from __future__ import annotations
@@ -16,16 +19,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis.exceptions import NoScriptError
 
 from cogworker import keys, redis_errors
-from cogworker.fetch import Fetch, Work
-from cogworker.fetch.reliable import ACK, jid_of, orphan_counter
+from cogworker.fetch import Work
+from cogworker.scripts import Batch
+from cogworker.worker.ledger import ACK, Ledger
+from cogworker.worker.strategy import FetchStrategy
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -34,6 +37,37 @@ logger = logging.getLogger("cogworker")
 
 ACK_ATTEMPTS = 3
 UNACKED_RETRY = 0.5
+
+
+def queue_counts(pipe: Pipeline, *, processed: int = 0, failed: int = 0) -> None:
+    """Count jobs processed and failed: the totals and this hour's throughput bucket."""
+    if not processed and not failed:
+        return
+    bucket = keys.throughput(int(time.time()) // 3600)
+    if processed:
+        pipe.incrby(keys.STATS_PROCESSED, processed)
+        pipe.hincrby(bucket, "processed", processed)
+    if failed:
+        pipe.incrby(keys.STATS_FAILED, failed)
+        pipe.hincrby(bucket, "failed", failed)
+    pipe.expire(bucket, keys.THROUGHPUT_TTL)
+
+
+def count_burial(client: redis.Redis, jid: str | None) -> None:
+    """Count a job filed into dead outside a processor as failed, and forget the orphan
+    counter of ``jid``: one round trip, each write best-effort on its own."""
+    pipe = client.pipeline(transaction=False)
+    queue_counts(pipe, failed=1)
+    if jid is not None:
+        pipe.delete(keys.orphanings(jid))
+    try:
+        replies = pipe.execute(raise_on_error=False)
+    except redis.RedisError as error:
+        redis_errors.reporter.report("Burial bookkeeping", error)
+        return
+    for reply in replies:
+        if isinstance(reply, Exception):
+            redis_errors.reporter.report("Burial bookkeeping", reply)
 
 
 @dataclass
@@ -49,20 +83,12 @@ class _Batch:
 
 class Bookkeeper:
     def __init__(
-        self,
-        client: redis.Redis,
-        identity: str,
-        current_fetch: Callable[[], Fetch],
-        on_acked: Callable[[str], None],
-        on_ack_failed: Callable[[str], None],
-        on_settled: Callable[[str], None],
+        self, client: redis.Redis, identity: str, strategy: FetchStrategy, ledger: Ledger
     ) -> None:
         self._client = client
         self._workers_key = keys.workers(identity)
-        self._current_fetch = current_fetch
-        self._on_acked = on_acked
-        self._on_ack_failed = on_ack_failed
-        self._on_settled = on_settled
+        self._strategy = strategy
+        self._ledger = ledger
         self._unacked: dict[str, Work] = {}  # failed acks, retried every UNACKED_RETRY
         self._batch = _Batch()
         self._cond = threading.Condition()
@@ -90,6 +116,7 @@ class Bookkeeper:
             self._cond.notify()
 
     def acknowledge(self, work: Work) -> None:
+        """Send the acknowledgement soon; the ledger hears when it is done (or failed)."""
         with self._cond:
             self._batch.acks.append((work, 0))
             self._cond.notify()
@@ -147,33 +174,25 @@ class Bookkeeper:
     # -- one round trip ----------------------------------------------------------------------
 
     def _send(self, batch: _Batch) -> None:
-        fetch = self._current_fetch()
-        reliable = fetch.mode == "reliable"
-        pipe = self._client.pipeline(transaction=False)
+        commands = Batch(self._client)
         acks = [work for work, _ in batch.acks]
-        if reliable and acks:
-            self._queue_ack(pipe, fetch, acks)
-        self._queue_workers(pipe, batch.workers)
-        self._queue_counters(pipe, batch.processed, batch.failed)
+        ack_at = self._strategy.current().queue_acknowledge(commands, acks) if acks else None
+        self._queue_workers(commands.pipe, batch.workers)
+        queue_counts(commands.pipe, processed=batch.processed, failed=batch.failed)
         try:
-            replies = pipe.execute(raise_on_error=False) if len(pipe) else []
+            replies = commands.execute()
         except redis.RedisError as error:
             redis_errors.reporter.report("Bookkeeping", error)
             self._retry_acks(batch.acks, error)
             return
-        ack_reply = replies[0] if reliable and acks else None
+        ack_reply = replies[ack_at] if ack_at is not None else None
         errors = [
             reply
-            for reply in replies[1 if ack_reply is not None else 0 :]
-            if isinstance(reply, Exception)
+            for at, reply in enumerate(replies)
+            if at != ack_at and isinstance(reply, Exception)
         ]
         for ignored in errors:
             redis_errors.reporter.report("Bookkeeping (ignored)", ignored)
-        if isinstance(ack_reply, NoScriptError):
-            try:
-                ack_reply = ACK(self._client, *self._ack_call(fetch, acks))
-            except redis.RedisError as script_error:
-                ack_reply = script_error
         if isinstance(ack_reply, Exception):
             self._retry_acks(batch.acks, ack_reply)
             return
@@ -181,17 +200,9 @@ class Bookkeeper:
             redis_errors.reporter.recovered("Bookkeeping")
         for work in acks:  # with basic fetch BRPOP already removed them
             if self._unacked.pop(work.raw, None) is not None:
-                self._on_settled(work.raw)  # a late ack: finished was reported already
+                self._ledger.settled(work)  # a late ack: finished was reported already
             else:
-                self._on_acked(work.raw)
-
-    def _ack_call(self, fetch: Fetch, acks: list[Work]) -> tuple[list[str], list[str]]:
-        inprogress = getattr(fetch, "inprogress")  # noqa: B009 - reliable fetch only
-        return [inprogress, *map(orphan_counter, acks)], [work.raw for work in acks]
-
-    def _queue_ack(self, pipe: Pipeline, fetch: Fetch, acks: list[Work]) -> None:
-        script_keys, raws = self._ack_call(fetch, acks)
-        pipe.evalsha(ACK.sha, len(script_keys), *script_keys, *raws)
+                self._ledger.finished(work)
 
     def _queue_workers(self, pipe: Pipeline, workers: dict[str, str | None]) -> None:
         entries: dict[Any, Any] = {tid: entry for tid, entry in workers.items() if entry}
@@ -200,18 +211,6 @@ class Bookkeeper:
             pipe.hdel(self._workers_key, *gone)
         if entries:
             pipe.hset(self._workers_key, mapping=entries)
-
-    def _queue_counters(self, pipe: Pipeline, processed: int, failed: int) -> None:
-        if not processed and not failed:
-            return
-        bucket = keys.throughput(int(time.time()) // 3600)
-        if processed:
-            pipe.incrby(keys.STATS_PROCESSED, processed)
-            pipe.hincrby(bucket, "processed", processed)
-        if failed:
-            pipe.incrby(keys.STATS_FAILED, failed)
-            pipe.hincrby(bucket, "failed", failed)
-        pipe.expire(bucket, keys.THROUGHPUT_TTL)
 
     def _retry_acks(self, acks: list[tuple[Work, int]], error: BaseException) -> None:
         again = []
@@ -224,12 +223,13 @@ class Bookkeeper:
                 logger.error(
                     "couldn't acknowledge finished job jid=%s after %d attempts (will retry; it "
                     "may run again if this process stops first): %s",
-                    jid_of(work.raw),
+                    work.jid,
                     ACK_ATTEMPTS,
                     error,
                 )
                 self._unacked[work.raw] = work
-                self._on_ack_failed(work.raw)
+                self._ledger.settle_later(work, ACK)
+                self._ledger.finished(work)
         if again:
             time.sleep(0.1 * again[0][1])
             with self._cond:

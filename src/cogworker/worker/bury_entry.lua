@@ -1,6 +1,6 @@
 -- Bury an entry of the schedule or retry set that is not a job (not JSON, not an object, no
--- queue) into the dead set, wrapped, and count it as failed.
--- KEYS[1]  the source set        KEYS[2]  cogworker:dead        KEYS[3]  cogworker:stats:failed
+-- queue) into the dead set, wrapped (the caller counts it as failed).
+-- KEYS[1]  the source set        KEYS[2]  cogworker:dead
 -- ARGV     entry as stored, dead score, wrapper JSON
 -- Returns  1 if buried, 0 if another process took it first.
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
@@ -8,5 +8,4 @@ if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
 end
 redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
 redis.call("ZREM", KEYS[1], ARGV[1])
-pcall(redis.call, "INCR", KEYS[3])
 return 1

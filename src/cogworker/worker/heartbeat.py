@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import connection, keys, locks, proctitle, redis_errors, wire
-from cogworker.fetch.reliable import RETAKE
+from cogworker import connection, keys, locks, proctitle, redis_errors, scripts, wire
+from cogworker.failure import Rejection
+from cogworker.fetch import Work
 from cogworker.identity import hostname
 from cogworker.periodic.running_lock import PRESENCE_SECONDS, active_ttl
 
@@ -35,6 +36,28 @@ STARTUP_RETRY_INTERVAL = 1.0
 LIVE_QUEUES_WINDOW = 86_400
 LIVE_QUEUES_TRIM_INTERVAL = 60.0
 SIGNALS = ("quiet", "resume", "stop")
+
+RETAKE = scripts.load(__file__, "retake")
+
+
+class Beats:
+    """Whether this process's beats get through, and when they last came back after failing
+    (the scheduler gives other processes two beats to reappear after that before judging any
+    of them dead: after an outage everyone's last beat is old)."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.resumed_at: float | None = None  # monotonic
+
+    def failed(self) -> None:
+        self.failing = True
+
+    def succeeded(self) -> bool:
+        """Record a beat that got through; True if the one before had failed."""
+        resumed, self.failing = self.failing, False
+        if resumed:
+            self.resumed_at = time.monotonic()
+        return resumed
 
 
 def rss_kb() -> int | None:
@@ -66,7 +89,7 @@ class Heartbeat:
         self._on_signal = on_signal
         self._stopping = threading.Event()
         self._started_at: float | None = None
-        self.beat_failed = False
+        self.beats = Beats()
         self._next_trim = 0.0
         self._beat_thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
         self._listen_thread = threading.Thread(target=self._listen, name="signals", daemon=True)
@@ -119,18 +142,20 @@ class Heartbeat:
         while not self._stopping.wait(self.config.heartbeat_interval):
             self.beat()
 
+    @property
+    def beat_failed(self) -> bool:
+        return self.beats.failing
+
     def beat(self) -> bool:
         try:
             self._beat()
         except Exception as error:
-            self.beat_failed = True
+            self.beats.failed()
             redis_errors.reporter.report("Heartbeat", error)
             return False
-        previous_failed, self.beat_failed = self.beat_failed, False
-        if previous_failed:
-            self.manager.beats_resumed_at = time.monotonic()
+        resumed = self.beats.succeeded()
         redis_errors.reporter.recovered("Heartbeat")
-        self._keep_locks_alive(retake=previous_failed)
+        self._keep_locks_alive(retake=resumed)
         try:
             locks.deferred.retry_all(self._client)
         except redis.RedisError as error:
@@ -155,7 +180,7 @@ class Heartbeat:
 
     def _beat(self) -> None:
         manager = self.manager
-        reliable = manager.fetch().mode == "reliable"
+        reliable = manager.strategy.current().mode == "reliable"
         presence = keys.process(self.identity)
         now = redis_now(self._client)
         pipe = self._client.pipeline(transaction=False)
@@ -163,7 +188,7 @@ class Heartbeat:
             presence,
             mapping={
                 "info": self._info(),
-                "busy": str(manager.busy),
+                "busy": str(manager.ledger.busy),
                 "quiet": "true" if manager.quiet else "false",
                 "beat": str(now),  # an extra field (Ruby ignores it): the API's "last beat"
             },
@@ -172,7 +197,9 @@ class Heartbeat:
         pipe.execute()
         state = "stopping" if manager.stopping.is_set() else ("quiet" if manager.quiet else "")
         proctitle.set_title(
-            proctitle.worker_title(self.config.tag, manager.busy, self.config.concurrency, state)
+            proctitle.worker_title(
+                self.config.tag, manager.ledger.busy, self.config.concurrency, state
+            )
         )
         queues = list(dict.fromkeys(self.config.queues))
         writes: list[tuple[str, Callable[[redis.client.Pipeline], object]]] = [
@@ -207,22 +234,20 @@ class Heartbeat:
 
     def _keep_locks_alive(self, *, retake: bool) -> None:
         ttl = active_ttl(self.config)
-        for raw in self.manager.performing():
+        ledger = self.manager.ledger
+        for work in ledger.performing():
             try:
-                job = wire.loads(raw)
-                pjid = job.get("periodic_pjid") if isinstance(job, dict) else None
-                jid = job.get("jid") if isinstance(job, dict) else None
-                if not isinstance(pjid, str) or not isinstance(jid, str):
+                lock, retakes = _cron_lock(work)
+                if lock is None:
                     continue
-                lock = keys.periodic_running(pjid)
-                if retake and job.get("periodic_until_executed") is True:
-                    retake_lock = functools.partial(RETAKE, self._client, [lock], [jid, ttl])
-                    self.manager.while_performing(raw, retake_lock)
+                if retake and retakes:
+                    retake_lock = functools.partial(RETAKE, self._client, [lock], [work.jid, ttl])
+                    ledger.while_performing(work, retake_lock)
                 else:
-                    locks.expire_if_owned(self._client, lock, jid, ttl)
-            except (ValueError, RecursionError, redis.RedisError) as error:
+                    locks.expire_if_owned(self._client, lock, work.jid, ttl)
+            except (ValueError, redis.RedisError) as error:
                 logger.error(
-                    "Heartbeat: couldn't refresh the cron lock of %s: %s", raw[:100], error
+                    "Heartbeat: couldn't refresh the cron lock of %s: %s", work.raw[:100], error
                 )
 
     # -- remote commands ---------------------------------------------------------------------
@@ -260,3 +285,15 @@ class Heartbeat:
             self._on_signal(message)
         else:
             logger.warning("Unknown signal message: %s", message)
+
+
+def _cron_lock(work: Work) -> tuple[str | None, bool]:
+    """The running lock of a cron run (None for another job), and whether the run re-takes
+    it after an outage (an ``until_executed`` entry's run: it may have expired meanwhile)."""
+    job = work.job
+    if isinstance(job, Rejection):
+        raise ValueError(f"not a job ({job.message})")
+    pjid = job.get("periodic_pjid")
+    if not isinstance(pjid, str):
+        return None, False
+    return keys.periodic_running(pjid), job.get("periodic_until_executed") is True

@@ -49,7 +49,7 @@ class Launcher:
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.manager = Manager(config, self.identity)
         self.heartbeat = Heartbeat(config, self.manager, self.signals.put)
-        self.scheduler = Scheduler(self.manager)
+        self.scheduler = Scheduler(self.manager, self.heartbeat.beats)
         self.ticker = Ticker(self.manager, ready=self.scheduler.recovered_once)
         self.started = threading.Event()
         self.stopped = threading.Event()

@@ -18,7 +18,9 @@ import redis
 
 from cogworker import failure, graduation, keys, redis_errors, scripts, wire
 from cogworker.failure import Rejection
-from cogworker.worker import key_guard, recovery
+from cogworker.worker import key_guard
+from cogworker.worker.bookkeeper import count_burial
+from cogworker.worker.heartbeat import Beats
 
 if TYPE_CHECKING:
     from cogworker.worker.manager import Manager
@@ -70,16 +72,8 @@ def _graduate_one(client: redis.Redis, source: str, entry: str) -> int:
 
 def _bury(client: redis.Redis, source: str, entry: str, rejection: Rejection) -> None:
     wrapper = failure.unparseable_job(entry, None, rejection)
-    if BURY_ENTRY(
-        client,
-        [source, keys.DEAD, keys.STATS_FAILED],
-        [entry, wrapper["failed_at"], wire.dumps(wrapper)],
-    ):
-        bucket = keys.throughput(int(time.time()) // 3600)
-        pipe = client.pipeline(transaction=False)
-        pipe.hincrby(bucket, "failed", 1)
-        pipe.expire(bucket, keys.THROUGHPUT_TTL)
-        pipe.execute()
+    if BURY_ENTRY(client, [source, keys.DEAD], [entry, wrapper["failed_at"], wire.dumps(wrapper)]):
+        count_burial(client, None)
         logger.error(
             "unparseable entry in %s moved to dead as jid=%s: %s: %s: %s",
             source,
@@ -91,13 +85,15 @@ def _bury(client: redis.Redis, source: str, entry: str, rejection: Rejection) ->
 
 
 class Scheduler:
-    def __init__(self, manager: Manager) -> None:
+    def __init__(self, manager: Manager, beats: Beats | None = None) -> None:
+        """``beats``: the heartbeat's record of this process's beats (without one, the
+        orphan check never waits for beats to come back)."""
         self.manager = manager
         self.config = manager.config
+        self.beats = beats if beats is not None else Beats()
         self.recovered_once = threading.Event()
         self._stopping = threading.Event()
         self._scanned = False
-        self._strays: set[str] = set()
         self._next_orphan_check = 0.0
         self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
         self._next_key_check = 0.0
@@ -138,7 +134,7 @@ class Scheduler:
             redis_errors.reporter.recovered(site)
 
     def orphan_check(self) -> None:
-        resumed = self.manager.beats_resumed_at
+        resumed = self.beats.resumed_at
         settle = 2 * self.config.heartbeat_interval
         if resumed is not None and time.monotonic() - resumed < settle:
             # our beats just came back after an outage, and so do everyone else's: give the
@@ -148,7 +144,7 @@ class Scheduler:
         self._next_orphan_check = time.monotonic() + self.config.orphan_check_interval
         reliable = self.config.fetch == "reliable"
         try:
-            report = recovery.recover_orphans(self.manager, scan=reliable and not self._scanned)
+            report = self.manager.orphans.recover(scan=reliable and not self._scanned)
         except redis.RedisError as error:
             if redis_errors.is_unavailable(error):
                 self._next_orphan_check = time.monotonic() + self._after_lost_connection()
@@ -156,8 +152,8 @@ class Scheduler:
         if report.connection_lost:
             self._next_orphan_check = time.monotonic() + self._after_lost_connection()
             return
-        if self.manager.fetch_mode == "reliable":
-            self._guarded("Reconcile", self._reconcile)
+        if self.manager.strategy.mode == "reliable":
+            self._guarded("Reconcile", self.manager.reconciler.reconcile)
         if report.scanned:
             self._scanned = True
         if report.registry_read or report.scanned:
@@ -167,6 +163,3 @@ class Scheduler:
         # after an outage every process's last beat is old: give the others two beats to
         # reappear before judging them dead, or their running jobs would be taken
         return max(RETRY_AFTER_LOST_CONNECTION, 2 * self.config.heartbeat_interval)
-
-    def _reconcile(self) -> None:
-        self._strays = recovery.reconcile(self.manager, self._strays)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import redis
 from cogworker import keys, locks, redis_errors, scripts, wire
 from cogworker.client import Client
 from cogworker.periodic.entries import Entry
+from cogworker.periodic.running_lock import queued_ttl
 
 if TYPE_CHECKING:
     from cogworker.worker.manager import Manager
@@ -260,7 +260,7 @@ class Ticker:
                 entry.pjid,
                 jid,
                 pushed,
-                math.ceil(self.config.unique_lock_ttl),
+                queued_ttl(self.config),
             )
         return entry.until_executed
 
@@ -269,7 +269,7 @@ class Ticker:
         shortens its own when it starts). Owner-checked, one round trip for all."""
         if not queued:
             return
-        ttl = math.ceil(self.config.unique_lock_ttl)
+        ttl = queued_ttl(self.config)
         batch = scripts.Batch(self._client)
         for entry, jid in queued:
             batch.script(locks.EXPIRE_IF_OWNED, [keys.periodic_running(entry.pjid)], [jid, ttl])

@@ -7,11 +7,15 @@
 -- KEYS[3]  cogworker:last_beat                KEYS[4]  cogworker:repeat_orphans
 -- KEYS[5]  cogworker:dead                     KEYS[6]  cogworker:queues
 -- KEYS[7]  cogworker:live_queues
--- ARGV[1]  queue prefix   ARGV[2] default queue   ARGV[3] running-lock prefix   ARGV[4] lock TTL
--- ARGV[5]  owner identity
+-- Keys named after what a job holds are built from prefixes, as only the job read here says
+-- which: its queue (ARGV[1] .. queue, keys.QUEUE_PREFIX), its cron entry's running lock
+-- (ARGV[3] .. pjid, keys.PERIODIC_RUNNING_PREFIX), its orphan counter (ARGV[8] .. jid,
+-- keys.ORPHANINGS_PREFIX).
+-- ARGV[1]  queue key prefix   ARGV[2] default queue   ARGV[3] running-lock key prefix
+-- ARGV[4]  running-lock TTL   ARGV[5] owner identity
 -- ARGV[6]  orphan threshold in seconds, or "" to requeue unconditionally (own shutdown)
 -- ARGV[7]  caller's epoch seconds (used when TIME is refused)
--- ARGV[8]  orphan counter prefix   ARGV[9] counter TTL   ARGV[10] max orphanings
+-- ARGV[8]  orphan counter key prefix   ARGV[9] counter TTL   ARGV[10] max orphanings
 -- ARGV[11..] "d:<raw>" already finished, drop it; "k:<raw>" keep it on the list
 -- Returns  {-1, 0, 0, 0} when the owner is alive, else {moved, failed, n_unlisted, n_buried,
 --          unlisted queue names..., raws buried straight into dead..., raws sent to the default

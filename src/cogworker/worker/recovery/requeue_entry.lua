@@ -1,9 +1,9 @@
 --#include retake_lock.lua
 -- Basic fetch, shutdown: put an in-flight job (from the workers hash) back on its queue and,
 -- for a cron run, re-take its running lock in the same step.
--- KEYS[1]  the queue key
--- KEYS[2]  the job's periodic running lock, or the queue key again when there is none
--- ARGV     payload JSON, "1" to re-take the lock else "0", jid, lock TTL
+-- KEYS[1]  cogworker:queue:<the job's queue>
+-- KEYS[2]  periodic:running:<pjid> of an until_executed cron run, else KEYS[1] again
+-- ARGV     payload JSON, "1" to re-take the lock else "0", jid, lock TTL in seconds
 -- Returns  1
 redis.call("RPUSH", KEYS[1], ARGV[1])
 if ARGV[2] == "1" then

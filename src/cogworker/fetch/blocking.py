@@ -1,0 +1,75 @@
+"""A dedicated connection for a fetch's blocking commands (BLMOVE, BRPOP)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import redis
+
+from cogworker import connection
+from cogworker.config import Config
+
+logger = logging.getLogger("cogworker")
+
+
+class BlockingConnection:
+    """A connection for blocking commands, which another thread can wake early.
+
+    Waking uses CLIENT UNBLOCK with the connection's id (read again after every reconnect),
+    so a worker with a long block time still stops or quiets at once.
+    """
+
+    def __init__(self, config: Config, block_seconds: float) -> None:
+        self._client = connection.connect(
+            config.redis_url,
+            max_connections=1,
+            socket_timeout=block_seconds + max(config.redis_socket_timeout, 5.0),
+        )
+        self._connection: Any = None
+        self._client_id: int | None = None
+        self._blocked = False
+        self._wake_pending = False
+        self._lock = threading.Lock()
+
+    def call(self, *command: Any) -> Any:
+        """Run one (blocking) command; returns its reply."""
+        conn = self._connection
+        if conn is None:
+            conn = self._connection = self._client.connection_pool.get_connection()
+        try:
+            if self._client_id is None or conn._sock is None:
+                conn.send_command("CLIENT", "ID")
+                self._client_id = int(conn.read_response())
+            with self._lock:
+                if self._wake_pending:  # woken just before blocking: don't block at all
+                    self._wake_pending = False
+                    return None
+                self._blocked = True
+            conn.send_command(*command)
+            return conn.read_response()
+        except BaseException:
+            self._client_id = None
+            conn.disconnect()
+            raise
+        finally:
+            with self._lock:
+                self._blocked = False
+
+    def wake(self, waker: redis.Redis) -> None:
+        with self._lock:
+            client_id = self._client_id if self._blocked else None
+            self._wake_pending = not self._blocked
+        if client_id is not None:
+            try:
+                waker.client_unblock(client_id)
+            except redis.RedisError as error:
+                logger.debug("couldn't wake the fetch connection: %s", error)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.disconnect()
+            self._client.connection_pool.release(self._connection)
+            self._connection = None
+        self._client.close()

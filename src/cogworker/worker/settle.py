@@ -1,0 +1,357 @@
+"""Settling a processed job: an acknowledgement, a retry or dead filing, an interrupt, a
+hand-back or a burial, then its death hooks. The one place a job's fate is written.
+
+The rule it keeps: a job is never run again because of a failure that happened after it ran.
+If bookkeeping fails *before* ``perform`` the job goes back to its queue; once it has run, it
+is acknowledged, or filed into retry / dead, or (when even that fails) interrupted: filed with
+a fixed delay, or remembered and settled later. Never put back on its queue.
+
+A payload that is not a job (not valid UTF-8, not JSON, nested too deeply to parse, not an
+object, no string ``class``, no non-empty ``queue``, no string ``jid``, ``args`` not a list)
+never runs and never goes back on a queue, where it would only come back: it is filed into
+dead at once. A failure is logged once, saying what it led to, with the job's traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+
+from cogworker import failure, keys, locks, logs, redis_errors, registry, status, wire
+from cogworker.config import Config
+from cogworker.failure import Decision, Rejection
+from cogworker.fetch import Filing, Work
+from cogworker.job import Job
+from cogworker.wire import Payload
+from cogworker.worker.bookkeeper import ACK_ATTEMPTS, Bookkeeper
+from cogworker.worker.ledger import ACK, Ledger
+from cogworker.worker.outcome import Next, Outcome, summary
+from cogworker.worker.strategy import FetchStrategy
+
+logger = logging.getLogger("cogworker")
+
+MAX_INTERRUPTS = 3
+INTERRUPT_DELAY = 30
+ATTEMPTS_KEPT = 25
+ATTEMPTS_TTL = 30 * 86400
+_ENCODING_ERRORS = (ValueError, TypeError, RecursionError)
+
+
+class Settler:
+    def __init__(
+        self,
+        config: Config,
+        client: redis.Redis,
+        strategy: FetchStrategy,
+        ledger: Ledger,
+        bookkeeper: Bookkeeper,
+    ) -> None:
+        self._config = config
+        self._client = client
+        self._strategy = strategy
+        self._ledger = ledger
+        self._bookkeeper = bookkeeper
+
+    # -- the end of one job ------------------------------------------------------------------
+
+    def finish(self, work: Work, outcome: Outcome) -> None:
+        """Act on ``outcome.next``; the job is no longer running here afterwards."""
+        if outcome.next is Next.ACKNOWLEDGE and outcome.death is None:
+            self._bookkeeper.acknowledge(work)  # the ledger hears once it is sent
+            return
+        self._bookkeeper.wake()  # send this job's deregistration and counts
+        try:
+            if outcome.next is Next.ACKNOWLEDGE:
+                self.acknowledge_now(work)  # death hooks run only after the ack
+            elif outcome.next is Next.GIVE_BACK:
+                self.give_back(work)
+            elif outcome.next is Next.INTERRUPT:
+                self.interrupt(work, outcome)
+            else:
+                self.bury_unparseable(work)
+        finally:
+            self._ledger.finished(work)
+        if outcome.death is not None:
+            self.run_death_hooks(*outcome.death)
+
+    def acknowledge_now(self, work: Work) -> None:
+        """Acknowledge synchronously (before death hooks run), retrying like the bookkeeper."""
+        for attempt in range(1, ACK_ATTEMPTS + 1):
+            try:
+                self._strategy.current().acknowledge([work])
+                return
+            except redis.RedisError as error:
+                if attempt == ACK_ATTEMPTS:
+                    logger.error(
+                        "couldn't acknowledge finished job jid=%s after %d attempts (will "
+                        "retry; it may run again if this process stops first): %s",
+                        work.jid,
+                        ACK_ATTEMPTS,
+                        error,
+                    )
+                    self._ledger.settle_later(work, ACK)
+                    return
+                time.sleep(0.1 * attempt)
+
+    def give_back(self, work: Work) -> None:
+        """Put a job that did not run back on its queue. A payload that is not a job goes to
+        dead instead: handed back, it would only come back."""
+        if isinstance(work.job, Rejection):
+            self.bury_unparseable(work)
+            return
+        try:
+            self._strategy.current().give_back(work)
+        except redis.RedisError as error:
+            logger.error(
+                "couldn't hand back jid=%s (left in progress; a later reconcile requeues it): %s",
+                work.jid,
+                error,
+            )
+
+    def run_death_hooks(self, entry: Payload, error: BaseException) -> None:
+        failure.run_death_hooks(self._config.death_handlers, entry, error)
+
+    # -- a failed run: retry or dead ---------------------------------------------------------
+
+    def file_failure(self, work: Work, outcome: Outcome) -> Next:
+        """File the failed run into retry or dead (or discard it) and log it; INTERRUPT when
+        the write failed (``interrupt`` then logs what happened)."""
+        if outcome.job is None or outcome.error is None:
+            raise ValueError("only a run that failed has a failure to file")
+        fate = self.route_failure(outcome.job, outcome.error, outcome)
+        if fate is None:
+            return Next.INTERRUPT
+        self.log_failure(work, outcome, logging.WARNING, fate)
+        return Next.ACKNOWLEDGE
+
+    def route_failure(self, job: Payload, error: BaseException, outcome: Outcome) -> str | None:
+        """Write the failure's fields into ``job`` and file it. Returns what that led to, for
+        the log line, or None if the write failed (``outcome.filing_error`` says why)."""
+        decided_late = outcome.decision is None
+        decision = outcome.decision = outcome.decision or self._decide_late(job, error)
+        job.pop("failure_outcome", None)
+        count = failure.retry_count(job) + 1
+        budget = wire.max_retries(job)
+        now = wire.now()
+        job["error_class"] = failure.error_class_name(error)
+        job["error_message"] = failure.error_message(error)
+        job.setdefault("failed_at", now)
+        job["retry_count"] = count
+        delay: float | None = None
+        if decision.outcome != "discard":
+            delay = decision.delay if decision.delay is not None else failure.default_backoff(count)
+            if not self._file(job, error, decision, now, delay, outcome):
+                return None
+        outcome.filed = True  # from here on (discard included) the job must only be acked
+        if decision.cut_short or (decided_late and decision.outcome != "retry"):
+            locks.release(self._client, job)
+        if decision.cut_short and decided_late:  # the status middleware saw a retry coming
+            status.mark_failed(self._config, job, error)
+        self.record_attempt(job, count, decision.attempt_outcome)
+        return failure.fate_text(decision, count, budget, delay)
+
+    def _decide_late(self, job: Payload, error: BaseException) -> Decision:
+        """The fate of a failure raised outside ``perform`` (a middleware's, say)."""
+        try:
+            return failure.decide(_job_class(job), job, error)
+        except Exception:
+            logger.error("couldn't decide the fate of jid=%s", job.get("jid"))
+            return Decision("dead" if failure.is_terminal(job) else "retry")
+
+    def _file(
+        self,
+        job: Payload,
+        error: BaseException,
+        decision: Decision,
+        now: float,
+        delay: float,
+        outcome: Outcome,
+    ) -> bool:
+        retry = decision.outcome == "retry"
+        target, score = (keys.RETRY, now + delay) if retry else (keys.DEAD, now)
+        try:
+            self._client.zadd(target, {wire.dumps(job): score})
+        except (*_ENCODING_ERRORS, redis.RedisError) as write_error:
+            outcome.filing_error = write_error
+            return False
+        outcome.filed = True
+        if retry:
+            locks.extend_for_retry(self._config, self._client, job, delay)
+        else:
+            outcome.death = (wire.copy_payload(job), error)  # as filed, whatever happens next
+        return True
+
+    def record_attempt(self, job: Payload, attempt: int, outcome: str) -> None:
+        jid = job.get("jid")
+        if not isinstance(jid, str):
+            return
+        entry = wire.dumps(
+            {
+                "attempt": attempt,
+                "failed_at": wire.now(),
+                "outcome": outcome,
+                "error_class": job.get("error_class"),
+                "error_message": job.get("error_message"),
+            }
+        )
+        key = keys.job_attempts(jid)
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.rpush(key, entry)
+            pipe.ltrim(key, -ATTEMPTS_KEPT, -1)
+            pipe.expire(key, ATTEMPTS_TTL)
+            pipe.execute()
+        except redis.RedisError as error:
+            redis_errors.reporter.report("Attempts log", error)
+
+    def log_failure(self, work: Work, outcome: Outcome, level: int, fate: str) -> None:
+        """The one line of a failed run: the error, what it led to, then its traceback."""
+        error = outcome.error or RuntimeError("unknown failure")
+        job = outcome.job or {}
+        logger.log(
+            level,
+            "fail: %s jid=%s: %s: %s; %s",
+            job.get("class"),
+            job.get("jid") or work.jid,
+            failure.error_class_name(error),
+            failure.error_message(error),
+            fate,
+            exc_info=error,
+            extra=logs.USER_TRACEBACK,
+        )
+
+    # -- filing the failure failed: interrupt ------------------------------------------------
+
+    def interrupt(self, work: Work, outcome: Outcome) -> None:
+        """Recording the failure failed: file the job as fetched with a fixed delay."""
+        error = outcome.error or RuntimeError("unknown failure")
+        why = f"couldn't file it ({summary(outcome.filing_error)})"
+        later = "into dead"
+        try:
+            filing, delay, payload, fate = self._interruption(work, outcome, error)
+            later = "into retry" if filing.target == keys.RETRY else later
+            try:
+                written = self._strategy.current().file_instead(work, filing)
+            except redis.RedisError:
+                self._ledger.settle_later(work, filing)
+                raise
+            if filing.target == keys.RETRY:
+                locks.extend_for_retry(self._config, self._client, payload, delay)
+            else:
+                locks.release(self._client, payload)
+                if written:
+                    outcome.death = (payload, error)
+            self.log_failure(work, outcome, logging.ERROR, f"{why}: {fate}")
+        except Exception as interrupt_error:
+            if not self._ledger.is_pending(work):
+                self.remember_for_dead(work, error)
+                later = "into dead"
+            self.log_failure(
+                work,
+                outcome,
+                logging.ERROR,
+                f"{why} nor interrupt it ({summary(interrupt_error)}): left in progress, "
+                f"filed {later} by the next reconcile (or handed over at shutdown)",
+            )
+
+    def _interruption(
+        self, work: Work, outcome: Outcome, error: BaseException
+    ) -> tuple[Filing, float, Payload, str]:
+        """The filing that stands for the run: the job as fetched (middleware changes may be
+        what failed to encode), its delay, the payload filed and what it means."""
+        if isinstance(work.job, Rejection):
+            raise TypeError(f"not a job: {work.job.message}")
+        payload: Payload = wire.copy_payload(work.job)
+        count = int(payload.get("interrupted_count") or 0) + 1
+        attempt = failure.retry_count(payload) + 1
+        now = wire.now()
+        payload.update(
+            {
+                "interrupted_count": count,
+                "retry_count": attempt,
+                "error_class": failure.error_class_name(error),
+                "error_message": failure.error_message(error),
+                "failed_at": now,
+            }
+        )
+        budget = wire.max_retries(payload)
+        out_of_retries = attempt > budget or bool(outcome.decision and outcome.decision.cut_short)
+        if out_of_retries or count > MAX_INTERRUPTS:
+            fate = (
+                "dead instead (no retries left)"
+                if out_of_retries
+                else f"dead instead (interrupted more than {MAX_INTERRUPTS} times)"
+            )
+            return Filing(keys.DEAD, now, wire.dumps(payload)), 0, payload, fate
+        delay = INTERRUPT_DELAY * count
+        fate = (
+            f"retry {attempt}/{budget} in {delay}s instead "
+            f"(interruption {count} of at most {MAX_INTERRUPTS})"
+        )
+        return Filing(keys.RETRY, now + delay, wire.dumps(payload)), delay, payload, fate
+
+    def remember_for_dead(self, work: Work, error: BaseException) -> None:
+        """Remember the dead entry reconcile will file for a job whose interrupt failed."""
+        entry = last_resort_entry(work, error)
+        self._ledger.settle_later(work, Filing(keys.DEAD, wire.now(), entry))
+
+    # -- not a job ---------------------------------------------------------------------------
+
+    def bury_unparseable(self, work: Work) -> None:
+        """File a payload of this process's that is not a job into dead at once, wrapped, counted
+        as failed, with no death hooks. If that write fails it stays in progress (handing it back
+        would fetch it again at once, in a loop) and reconcile files it later."""
+        rejection = work.job
+        if not isinstance(rejection, Rejection):
+            raise ValueError(f"jid={work.jid} is a job: it is settled, not buried")
+        wrapper = failure.unparseable_job(work.raw, work.queue or None, rejection)
+        filing = Filing(keys.DEAD, float(wrapper["failed_at"]), wire.dumps(wrapper))
+        where = f"on queue {work.queue}" if work.queue else "in progress"
+        try:
+            written = self._strategy.current().file_instead(work, filing)
+        except redis.RedisError as error:
+            self._ledger.settle_later(work, filing)
+            self._bookkeeper.count(failed=1)
+            logger.error(
+                "unparseable payload %s (%s: %s) couldn't be moved to dead yet (%s); it stays in "
+                "progress and the next reconcile files it",
+                where,
+                rejection.error_class,
+                rejection.message,
+                error,
+            )
+            return
+        if written:
+            self._bookkeeper.count(failed=1)
+            logger.error(
+                "unparseable payload %s moved to dead as jid=%s: %s: %s",
+                where,
+                wrapper["jid"],
+                rejection.error_class,
+                rejection.message,
+            )
+
+
+def last_resort_entry(work: Work, error: BaseException) -> str:
+    """The dead entry, encoded, filed later for a job whose failure couldn't be filed: the
+    job as fetched with the error's fields, or, when that can't be encoded (it may be what
+    failed) or it is not a job, the unparseable wrapper of its payload with them, under the
+    jid read from it."""
+    error_class, message = failure.error_class_name(error), failure.error_message(error)
+    fields = {"error_class": error_class, "error_message": message, "failed_at": wire.now()}
+    if not isinstance(work.job, Rejection):
+        try:
+            return wire.dumps({**work.job, **fields})
+        except _ENCODING_ERRORS:
+            pass
+    jid = None if work.jid == "?" else work.jid
+    return wire.dumps(failure.unparseable_job(work.raw, None, Rejection(error_class, message, jid)))
+
+
+def _job_class(job: Payload) -> type[Job] | None:
+    try:
+        return registry.resolve(str(job.get("class")))
+    except registry.UnknownJobError:
+        return None
