@@ -5,6 +5,9 @@ the run starts, this middleware shortens it to ``active_ttl`` (long enough to ou
 recovery; the heartbeat refreshes it while ``perform`` runs), then releases it on success or
 on a failure that ends the job. Every write is owner-checked: an older run never touches a
 newer run's lock. A no-op for jobs that are not cron runs.
+
+Every config starts with this middleware (``Config`` adds it), so this module sits below
+``config``: it reads the settings it needs through ``CronLockSettings``.
 """
 
 from __future__ import annotations
@@ -12,16 +15,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import redis
 
 from cogworker import failure, keys, locks, redis_errors
+from cogworker.middleware import JobInstance
 from cogworker.wire import Payload
-
-if TYPE_CHECKING:
-    from cogworker.config import Config
-    from cogworker.job import Job
 
 logger = logging.getLogger("cogworker")
 
@@ -30,7 +30,22 @@ PRESENCE_SECONDS = 60  # the TTL of a process's presence key (the heartbeat writ
 RUBY_CHECK_INTERVAL = 60  # Ruby processes sharing the Redis check for orphans this often
 
 
-def queued_ttl(config: Config) -> int:
+class CronLockSettings(Protocol):
+    """What the running lock's TTLs are made of (a ``cogworker.Config``)."""
+
+    @property
+    def unique_lock_ttl(self) -> float: ...
+
+    @property
+    def orphan_threshold(self) -> float: ...
+
+    @property
+    def orphan_check_interval(self) -> float: ...
+
+    def redis(self) -> redis.Redis: ...
+
+
+def queued_ttl(config: CronLockSettings) -> int:
     """TTL of a cron run's running lock while the run waits on a queue: pushed by the ticker,
     or handed back to its queue (re-taken by the same step that requeues it)."""
     return math.ceil(config.unique_lock_ttl)
@@ -45,7 +60,7 @@ def requeued_lock(job: Payload) -> str | None:
     return None
 
 
-def active_ttl(config: Config) -> int:
+def active_ttl(config: CronLockSettings) -> int:
     """TTL of a running cron lock while its job performs.
 
     It outlives the recovery of a run whose process died: the presence key expires, the
@@ -58,11 +73,11 @@ def active_ttl(config: Config) -> int:
 
 
 class RunningLockMiddleware:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: CronLockSettings) -> None:
         self.config = config
 
     def __call__(
-        self, worker: Job | None, job: Payload, queue: str, call_next: Callable[[], None]
+        self, worker: JobInstance | None, job: Payload, queue: str, call_next: Callable[[], None]
     ) -> None:
         pjid, jid = job.get("periodic_pjid"), job.get("jid")
         if not isinstance(pjid, str) or not isinstance(jid, str):
