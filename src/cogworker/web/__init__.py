@@ -4,6 +4,7 @@
     dashboard = app(config)                                   # serve it: uvicorn, hypercorn...
     fastapi_app.mount("/cogworker", dashboard)                # or mount it in a host app
     dashboard.use(MyAuthMiddleware, realm="ops")              # an auth layer around every route
+    dashboard.register(MyExtension(), name="reports", tab="Reports", index="reports")
 
 It needs the ``web`` extra (``pip install 'cogworker[web]'``); importing this package does
 not, so ``cogworker web`` can say so in one line.
@@ -11,7 +12,6 @@ not, so ``cogworker web`` can say so in one line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cogworker.config import Config
@@ -19,7 +19,6 @@ from cogworker.web.settings import WebSettings
 
 if TYPE_CHECKING:
     from cogworker.web.application import Dashboard
-    from cogworker.web.site import Tab
 
 REQUIRED_MODULES = ("starlette", "jinja2", "python_multipart", "uvicorn")
 
@@ -39,24 +38,18 @@ def missing_extra() -> str | None:
     return None
 
 
-def app(
-    config: Config,
-    settings: WebSettings | None = None,
-    *,
-    tabs: Sequence[Tab] | None = None,
-) -> Dashboard:
-    """The dashboard for ``config``'s Redis. ``tabs`` replaces the built-in tab list
-    (``cogworker.web.tabs.BUILTIN_TABS``), for instance with one more entry."""
+def app(config: Config, settings: WebSettings | None = None) -> Dashboard:
+    """The dashboard for ``config``'s Redis; add tabs and routes with ``register``
+    (``cogworker.web.extensions``)."""
     problem = missing_extra()
     if problem is not None:
         raise ImportError(problem)
     if not isinstance(config, Config):
         raise TypeError(f"app() needs a cogworker.Config (got {type(config).__name__})")
     from cogworker.web.application import Dashboard
-    from cogworker.web.tabs import BUILTIN_TABS
 
     chosen = WebSettings() if settings is None else settings
-    return Dashboard(config, chosen, BUILTIN_TABS if tabs is None else tabs)
+    return Dashboard(config, chosen)
 
 
 __all__ = ["WebSettings", "app", "missing_extra"]

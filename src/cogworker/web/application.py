@@ -9,9 +9,12 @@ Each request passes, in this order:
    middleware added with ``use`` is one (or ``builtin_session`` is off);
 4. the static assets (no data in them, so no auth layer guards them);
 5. every middleware added with ``use``, the first added outermost;
-6. the routes of the tabs, ``/metrics`` and ``/save_session``.
+6. the routes of every registered extension: the built-in tabs, ``/metrics`` (registered
+   as ``prometheus_exporter``), ``/save_session`` and the host's own (``register``, see
+   ``cogworker.web.extensions``).
 
-Layers 3 to 6 are built on the first request and rebuilt after ``use`` or a new ``settings``.
+Layers 3 to 6 are built on the first request and rebuilt after ``use``, ``register`` or a new
+``settings``.
 """
 
 from __future__ import annotations
@@ -24,20 +27,21 @@ from typing import Any
 
 import redis
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from cogworker import connection, metrics, redis_errors
+from cogworker import connection, redis_errors
 from cogworker.config import Config
-from cogworker.web import security
+from cogworker.web import exporter, security
 from cogworker.web.assets import StaticAssets
+from cogworker.web.extensions import Extension, Registry, Routes, SiteRoutes
 from cogworker.web.rendering import NO_STORE, Renderer, displayable
 from cogworker.web.session import CookieSession, provides_session
 from cogworker.web.settings import WebSettings, warn_if_random_secret
 from cogworker.web.site import Site, Tab
+from cogworker.web.tabs import BUILTIN_TABS
 from cogworker.web.tabs.workers_data import summary
 
 logger = logging.getLogger("cogworker")
@@ -55,9 +59,15 @@ POOL_SIZE = 40
 class Dashboard:
     """The dashboard as one ASGI app; mount it under any prefix."""
 
-    def __init__(self, config: Config, settings: WebSettings, tabs: Sequence[Tab]) -> None:
+    def __init__(
+        self, config: Config, settings: WebSettings, builtin: Sequence[Tab] = BUILTIN_TABS
+    ) -> None:
         self.config = config
-        self.tabs: list[Tab] = list(tabs)
+        self._registry = Registry()
+        for tab in builtin:
+            self._registry.register(SiteRoutes(tab.routes), tab.path, tab.label, tab.path)
+        self._registry.register(exporter.EXPORTER, exporter.NAME)
+        self._registry.register(SiteRoutes(_session_routes), "save_session")
         self.safe_request: Callable[[Scope], bool] = security.same_origin
         self._middleware: list[Middleware] = []
         self._settings = settings
@@ -93,6 +103,30 @@ class Dashboard:
             raise TypeError(f"use() needs an ASGI middleware class or factory, got {middleware!r}")
         self._middleware.append(Middleware(middleware, *args, **kwargs))
         self._inner = None
+
+    @property
+    def tabs(self) -> dict[str, str]:
+        """The header's tabs, label to path under the mount, in order; change it freely."""
+        return self._registry.tabs
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """The names of the registered extensions, built-in ones first, in order."""
+        return tuple(found.name for found in self._registry.registrations)
+
+    def register(
+        self,
+        extension: Extension | Callable[[Routes], None],
+        *,
+        name: str,
+        tab: str | None = None,
+        index: str | None = None,
+    ) -> str:
+        """Add an extension's routes (and, with ``tab`` and ``index``, its tab); returns
+        ``name``. See ``cogworker.web.extensions``."""
+        registered = self._registry.register(extension, name, tab, index)
+        self._inner = None
+        return registered
 
     # -- Redis ---------------------------------------------------------------------------------
 
@@ -137,17 +171,11 @@ class Dashboard:
 
     def _build(self) -> ASGIApp:
         settings = self._settings
-        renderer = Renderer(settings, lambda: [(tab.label, tab.path) for tab in self.tabs])
+        renderer = Renderer(settings, lambda: list(self.tabs.items()))
         # the header's cluster bar, read only when a whole page is drawn
         renderer.env.globals["cluster_summary"] = lambda: summary(self.redis())
         site = Site(self.config, settings, renderer, self.redis)
-        routes: list[BaseRoute] = []
-        for tab in self.tabs:
-            routes.extend(tab.routes(site))
-        routes += [
-            Route("/metrics", self._metrics_endpoint(settings), methods=["GET"]),
-            Route("/save_session", _save_session, methods=["POST"]),
-        ]
+        routes = self._registry.build(site)
         layers: list[Middleware] = []
         if settings.builtin_session and not any(provides_session(m.cls) for m in self._middleware):
             layers.append(Middleware(CookieSession, secret=settings.resolved_secret()))
@@ -166,19 +194,14 @@ class Dashboard:
             lifespan=lifespan,
         )
 
-    def _metrics_endpoint(self, settings: WebSettings) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            if not settings.metrics_enabled:
-                return PlainTextResponse("Not Found", status_code=404)
-            body = await run_in_threadpool(metrics.render, self.redis())
-            return PlainTextResponse(body, media_type=metrics.CONTENT_TYPE, headers=NO_STORE)
-
-        return endpoint
-
 
 async def _save_session(request: Request) -> Response:
     """A fixed target for an auth layer's callbacks: the session is saved on the way out."""
     return PlainTextResponse("OK")
+
+
+def _session_routes(site: Site) -> list[BaseRoute]:
+    return [Route("/save_session", _save_session, methods=["POST"])]
 
 
 def _redis_failed(request: Request, error: Exception) -> Response:

@@ -116,6 +116,38 @@ NOTICES: dict[str, NoticeText] = {
         "Asked {count} processes to take jobs again.",
     ),
     "no_processes": NoticeText(Tone.WARNING, "No process is reporting in: nothing was sent."),
+    "schedule_run": NoticeText(
+        Tone.SUCCESS,
+        "Queued one run of the entry on its queue; its schedule and last run are unchanged.",
+    ),
+    "schedule_held": NoticeText(
+        Tone.WARNING,
+        "Not run: an earlier run of this until_executed entry is still queued, retrying or "
+        "running (it holds the entry's running lock), and two runs never overlap. Try again once "
+        "it has finished.",
+    ),
+    "schedule_refused": NoticeText(
+        Tone.WARNING,
+        "Not run: a client middleware (a unique-job lock, say) stopped the push, so nothing "
+        "was queued.",
+    ),
+    "schedule_gone": NoticeText(
+        Tone.WARNING, "That entry is no longer published by any worker: nothing changed."
+    ),
+    "schedule_unreadable": NoticeText(
+        Tone.DANGER,
+        "That entry's published value can't be read as a job, so it can't be run. A worker "
+        "publishes it again when it starts.",
+    ),
+    "schedule_disabled": NoticeText(
+        Tone.WARNING,
+        "Disabled: workers skip its slots until it is enabled again; Last run keeps the last "
+        "real run.",
+    ),
+    "schedule_enabled": NoticeText(
+        Tone.SUCCESS,
+        "Enabled: workers run its next slot; the slots skipped meanwhile are not made up.",
+    ),
 }
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, Template
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
@@ -25,6 +26,7 @@ from cogworker.web.settings import WebSettings
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 NO_STORE = {"cache-control": "no-store"}
+SOURCE_CACHE_SIZE = 256  # templates given as text, kept compiled
 
 
 def displayable(text: str) -> str:
@@ -115,6 +117,18 @@ class Renderer:
             fingerprint=urls.digest,
         )
         self.env.globals.update(percent=percent, asset=assets.asset_url_path, carried=urls.carried)
+        self._sources: dict[str, Template] = {}
+        self._sources_lock = threading.Lock()
+
+    def compiled(self, source: str) -> Template:
+        """A template given as text (an extension's), compiled once."""
+        with self._sources_lock:
+            found = self._sources.get(source)
+            if found is None:
+                if len(self._sources) >= SOURCE_CACHE_SIZE:
+                    self._sources.clear()
+                found = self._sources[source] = self.env.from_string(source)
+            return found
 
     def utc_text(self, epoch: float | None) -> str:
         if epoch is None:

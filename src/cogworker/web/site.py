@@ -24,8 +24,8 @@ class Site:
 
 @dataclass(frozen=True)
 class Tab:
-    """A tab: its label in the header, its page (relative to the mount) and its routes.
-    Adding a tab is one more entry in the list given to ``cogworker.web.app``."""
+    """A built-in tab: its label in the header, its page (relative to the mount) and its
+    routes (a host adds its own with ``Dashboard.register``)."""
 
     label: str
     path: str
