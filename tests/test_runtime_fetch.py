@@ -17,7 +17,8 @@ from runtime_support import AclServer, fresh_runtime, private_config, queue_jobs
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.fetch import Fetch, Filing
+from cogworker.failure import Rejection
+from cogworker.fetch import Fetch, Filing, Work
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import ACK, FETCH_BATCH, ReliableFetch
 from cogworker.identity import new_identity
@@ -415,3 +416,45 @@ def test_a_refused_removal_fails_the_whole_step_so_the_job_is_in_one_place(
         fetch.close()
         release(cfg)
         acl.close()
+
+
+# -- a payload is parsed when it is taken -----------------------------------------------------
+
+
+def test_work_carries_the_parsed_job_and_its_jid(config: cogworker.Config, r: redis.Redis) -> None:
+    raw = wire.dumps(wire.normalize({"class": FetchJob.name, "args": [[1, {"a": 2}]]}))
+    r.lpush(keys.queue("default"), raw)
+    fetch = make_fetch("reliable", config)
+    try:
+        [work] = fetch.retrieve(1)
+    finally:
+        fetch.close()
+    assert work.raw == raw and work.queue == "default"
+    assert work.job == json.loads(raw)
+    assert work.jid == json.loads(raw)["jid"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "jid"),
+    [
+        ('{"class":"X","queue":"q","jid":"j-1","args":"x"}', "j-1"),  # args not a list
+        ('{"class":"X","queue":"q","jid":"j-2","n":NaN}', "j-2"),  # NaN: read as cjson reads
+        ("{not json", "?"),
+        ('{"class":"X","queue":"q","jid":7}', "?"),
+    ],
+)
+def test_work_of_a_payload_that_is_not_a_job_carries_why_and_the_jid_the_scripts_see(
+    raw: str, jid: str
+) -> None:
+    work = Work.taken("q", raw)
+    assert isinstance(work.job, Rejection)
+    assert work.jid == jid  # names the same orphan counter as the scripts do
+
+
+def test_a_copy_of_a_payload_shares_no_list_or_dict_with_it() -> None:
+    job = {"class": "X", "args": [[1, 2], {"k": [3]}], "tags": ("a", "b")}
+    copied = wire.copy_payload(job)
+    assert copied == {"class": "X", "args": [[1, 2], {"k": [3]}], "tags": ["a", "b"]}
+    copied["args"][0].append(9)
+    copied["args"][1]["k"].append(9)
+    assert job["args"] == [[1, 2], {"k": [3]}]  # what a JSON round trip would give, unshared

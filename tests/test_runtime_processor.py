@@ -31,7 +31,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import failure, keys, redis_errors
+from cogworker import failure, keys, redis_errors, wire
 from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer
 from cogworker.worker import scheduler
@@ -170,6 +170,36 @@ def test_failure_files_a_retry_entry_within_the_backoff_window(
     attempts = [json.loads(item) for item in r.lrange(keys.job_attempts(jid), 0, -1)]
     assert [(item["attempt"], item["outcome"]) for item in attempts] == [(1, "retrying")]
     assert RUNS == ["f1"]
+
+
+def test_a_payload_is_parsed_once_from_fetch_to_ack_or_filing(
+    small: cogworker.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each payload is read once, when it is taken; running, registering, acknowledging,
+    filing its failure and logging it all use that parse (the lenient reader the scripts'
+    view of a bad payload needs is never called for a job)."""
+    parsed: list[str] = []
+    lenient: list[str] = []
+    parse_object, read_leniently = failure.parse_object, wire.read_leniently
+
+    def counting_parse(raw: str) -> Any:
+        parsed.append(raw)
+        return parse_object(raw)
+
+    def counting_lenient(raw: str) -> Any:
+        lenient.append(raw)
+        return read_leniently(raw)
+
+    monkeypatch.setattr(failure, "parse_object", counting_parse)
+    monkeypatch.setattr(wire, "read_leniently", counting_lenient)
+    manager = Manager(small, new_identity())
+    with running(manager):
+        ok = [OkJob.perform_async(f"once-{n}") for n in range(3)]
+        failed = FailJob.perform_async("once-failed")
+        wait_for(lambda: len(RUNS) == 4 and r.zcard(keys.RETRY) == 1)
+        wait_for(lambda: settled_idle(r, manager) and counter(r, keys.STATS_PROCESSED) == 3)
+    assert sorted(json.loads(raw)["jid"] for raw in parsed) == sorted([*ok, failed])
+    assert lenient == []
 
 
 @pytest.mark.parametrize(("count", "low", "high"), [(1, 16, 74), (2, 31, 118), (5, 640, 814)])
