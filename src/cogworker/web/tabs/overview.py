@@ -1,8 +1,9 @@
 """The Overview tab: counters, queues and Redis (layout A), or one queue's jobs (layout B).
 
 Routes (relative to the mount): ``GET /`` and ``GET /overview`` (``layout`` ``a`` or ``b``,
-``queue`` and ``page`` for b), ``GET /overview/redis`` (the Redis figures, always a fragment),
-and the queue actions ``POST /overview/<name>/delete | delete_all | pause | resume |
+``period`` of the runs chart for a, ``queue`` and ``page`` for b), ``GET /overview/redis`` (the
+Redis figures, always a fragment), the charts' fragments and JSON (``overview_charts``), and
+the queue actions ``POST /overview/<name>/delete | delete_all | pause | resume |
 retry_all``. An action answers layout A when its form sent ``layout=a``, else layout B of its
 queue. Deleting (one job or all) has a confirmation page at the same route with GET.
 """
@@ -10,7 +11,7 @@ queue. Deleting (one job or all) has a confirmation page at the same route with 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -32,26 +33,37 @@ from cogworker.web.actions import (
 from cogworker.web.notices import Notice
 from cogworker.web.rendering import is_hx
 from cogworker.web.site import Site, Tab
+from cogworker.web.tabs import overview_charts
+from cogworker.web.tabs.overview_charts import DEFAULT_PERIOD, PERIOD_LABELS, period_of
 from cogworker.web.tabs.overview_data import overview
 
 
 @dataclass(frozen=True)
 class View:
-    """Which layout, queue and page: the parameters every link, poll and redirect keeps."""
+    """Which layout, queue and page (layout B) or chart period (layout A): the parameters
+    every link, poll and redirect keeps."""
 
     layout_b: bool
     queue: str = ""
     page: int = 1
+    period: str = DEFAULT_PERIOD
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> View:
         if params.get("layout") != "b":
-            return cls(False)
+            return cls(False, period=period_of(params))
         return cls(True, urls.read_carried(params, "queue") or "", page_number(params))
+
+    def with_period(self, period: str) -> View:
+        return replace(self, period=period)
+
+    def kept(self) -> list[tuple[str, str]]:
+        """Layout A's parameters besides the layout (for its action forms)."""
+        return [] if self.period == DEFAULT_PERIOD else [("period", self.period)]
 
     def pairs(self) -> list[tuple[str, str]]:
         if not self.layout_b:
-            return [("layout", "a")]
+            return [("layout", "a"), *self.kept()]
         pairs = [("layout", "b")]
         if self.queue:
             pairs.append(urls.carried("queue", self.queue))
@@ -79,7 +91,7 @@ def queue_of(params: dict[str, Any]) -> str:
 
 def after_view(params: dict[str, Any], queue: str) -> View:
     if params.get("layout") == "a":
-        return View(False)
+        return View(False, period=period_of(params))
     return View(True, queue, page_number(params))
 
 
@@ -101,6 +113,7 @@ class OverviewTab:
             Route(queue_route + "pause", action(self.pause), methods=["POST"]),
             Route(queue_route + "resume", action(self.resume), methods=["POST"]),
             Route(queue_route + "retry_all", action(self.retry_all), methods=["POST"]),
+            *overview_charts.routes(self.site),
         ]
 
     # -- pages ---------------------------------------------------------------------------------
@@ -115,9 +128,18 @@ class OverviewTab:
             with_redis=not fragment and not view.layout_b,
         )
         template = "overview/content.html" if fragment else "overview/page.html"
+        charts = None if fragment or view.layout_b else self.charts(view)
         return self.site.renderer.render(
-            request, template, o=data, view=view, notice=shown, active="overview"
+            request, template, o=data, view=view, notice=shown, active="overview", charts=charts
         )
+
+    def charts(self, view: View) -> dict[str, Any]:
+        client = self.site.redis()
+        return {
+            "throughput": overview_charts.throughput_chart(client),
+            "runs": overview_charts.runs_chart(client, view.period),
+            "periods": list(PERIOD_LABELS.items()),
+        }
 
     def show(self, request: Request, params: dict[str, Any]) -> Response:
         shown = None if is_hx(request) else notices.take(request)
