@@ -26,6 +26,8 @@ from cogworker.identity import hostname
 from cogworker.periodic.running_lock import PRESENCE_SECONDS, active_ttl
 
 if TYPE_CHECKING:
+    from redis.client import Pipeline
+
     from cogworker.config import Config
     from cogworker.worker.manager import Manager
 
@@ -179,30 +181,45 @@ class Heartbeat:
         )
 
     def _beat(self) -> None:
-        manager = self.manager
-        reliable = manager.strategy.current().mode == "reliable"
-        presence = keys.process(self.identity)
+        """The presence hash first (a beat fails without it), then the registries, each
+        write on its own: one refused is logged, the others still land."""
         now = redis_now(self._client)
+        self._write_presence(now)
+        writes = self._registry_writes(now)
+        pipe = self._client.pipeline(transaction=False)
+        for _, queue_write in writes:
+            queue_write(pipe)
+        replies = pipe.execute(raise_on_error=False)
+        for (what, _), reply in zip(writes, replies, strict=True):
+            if isinstance(reply, Exception):
+                if redis_errors.is_unavailable(reply):
+                    raise reply
+                logger.error("Heartbeat: %s not written: %s", what, reply)
+
+    def _write_presence(self, now: int) -> None:
+        manager = self.manager
+        busy, quiet = manager.ledger.busy, manager.quiet
+        presence = keys.process(self.identity)
         pipe = self._client.pipeline(transaction=False)
         pipe.hset(
             presence,
             mapping={
                 "info": self._info(),
-                "busy": str(manager.ledger.busy),
-                "quiet": "true" if manager.quiet else "false",
+                "busy": str(busy),
+                "quiet": "true" if quiet else "false",
                 "beat": str(now),  # an extra field (Ruby ignores it): the API's "last beat"
             },
         )
         pipe.expire(presence, PRESENCE_TTL)
         pipe.execute()
-        state = "stopping" if manager.stopping.is_set() else ("quiet" if manager.quiet else "")
+        state = "stopping" if manager.stopping.is_set() else ("quiet" if quiet else "")
         proctitle.set_title(
-            proctitle.worker_title(
-                self.config.tag, manager.ledger.busy, self.config.concurrency, state
-            )
+            proctitle.worker_title(self.config.tag, busy, self.config.concurrency, state)
         )
+
+    def _registry_writes(self, now: int) -> list[tuple[str, Callable[[Pipeline], object]]]:
         queues = list(dict.fromkeys(self.config.queues))
-        writes: list[tuple[str, Callable[[redis.client.Pipeline], object]]] = [
+        writes: list[tuple[str, Callable[[Pipeline], object]]] = [
             ("process registry", lambda p: p.sadd(keys.PROCESSES, self.identity)),
             ("queue registry", lambda p: p.sadd(keys.QUEUES, *queues)),
             ("live queues", lambda p: p.zadd(keys.LIVE_QUEUES, dict.fromkeys(queues, now))),
@@ -214,7 +231,7 @@ class Heartbeat:
             writes.append(
                 ("live queues trim", lambda p: p.zremrangebyscore(keys.LIVE_QUEUES, "-inf", cutoff))
             )
-        if reliable:
+        if self.manager.strategy.current().mode == "reliable":  # orphan recovery reads these
             writes += [
                 (
                     "in-progress registry",
@@ -222,15 +239,7 @@ class Heartbeat:
                 ),
                 ("last beat", lambda p: p.hset(keys.LAST_BEAT, self.identity, str(now))),
             ]
-        pipe = self._client.pipeline(transaction=False)
-        for _, queue_write in writes:
-            queue_write(pipe)
-        replies = pipe.execute(raise_on_error=False)
-        for (what, _), reply in zip(writes, replies, strict=True):
-            if isinstance(reply, Exception):
-                if redis_errors.is_unavailable(reply):
-                    raise reply
-                logger.error("Heartbeat: %s not written: %s", what, reply)
+        return writes
 
     def _keep_locks_alive(self, *, retake: bool) -> None:
         ttl = active_ttl(self.config)

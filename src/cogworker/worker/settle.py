@@ -63,14 +63,15 @@ class Settler:
             return
         self._bookkeeper.wake()  # send this job's deregistration and counts
         try:
-            if outcome.next is Next.ACKNOWLEDGE:
-                self.acknowledge_now(work)  # death hooks run only after the ack
-            elif outcome.next is Next.GIVE_BACK:
-                self.give_back(work)
-            elif outcome.next is Next.INTERRUPT:
-                self.interrupt(work, outcome)
-            else:
-                self.bury_unparseable(work)
+            match outcome.next:
+                case Next.ACKNOWLEDGE:
+                    self.acknowledge_now(work)  # death hooks run only after the ack
+                case Next.GIVE_BACK:
+                    self.give_back(work)
+                case Next.INTERRUPT:
+                    self.interrupt(work, outcome)
+                case Next.BURY:
+                    self.bury_unparseable(work)
         finally:
             self._ledger.finished(work)
         if outcome.death is not None:

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -61,20 +62,8 @@ def requeue_list(
         keys.QUEUES,
         keys.LIVE_QUEUES,
     ]
-    marks = [f"d:{raw}" for raw in finished] + [f"k:{raw}" for raw in keep]
-    args = [
-        keys.QUEUE_PREFIX,
-        DEFAULT_QUEUE,
-        keys.PERIODIC_RUNNING_PREFIX,
-        queued_ttl(config),
-        identity,
-        "" if if_dead_for is None else int(if_dead_for),
-        int(time.time()),
-        keys.ORPHANINGS_PREFIX,
-        ORPHANINGS_TTL,
-        config.max_orphanings,
-        *marks,
-    ]
+    args = _script_args(config, identity, if_dead_for)
+    args += [f"d:{raw}" for raw in finished] + [f"k:{raw}" for raw in keep]
     reply = REQUEUE_LIST(client, script_keys, args)
     moved, failed, n_unlisted, n_buried = (int(count) for count in reply[:4])
     if moved == -1:
@@ -88,6 +77,23 @@ def requeue_list(
     )
     _log(identity, done)
     return done
+
+
+def _script_args(config: Config, identity: str, if_dead_for: float | None) -> list[Any]:
+    """ARGV up to the marks: the prefixes of the keys the script names after what a job
+    holds (its queue, its cron entry's running lock, its orphan counter), then the rest."""
+    return [
+        keys.QUEUE_PREFIX,
+        DEFAULT_QUEUE,
+        keys.PERIODIC_RUNNING_PREFIX,
+        queued_ttl(config),
+        identity,
+        "" if if_dead_for is None else int(if_dead_for),
+        int(time.time()),
+        keys.ORPHANINGS_PREFIX,
+        ORPHANINGS_TTL,
+        config.max_orphanings,
+    ]
 
 
 def _log(identity: str, done: Requeued) -> None:
