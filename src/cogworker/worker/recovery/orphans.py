@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis
@@ -135,7 +136,7 @@ class Orphans:
                 self._buried(entry, readable)
         return buried
 
-    def remember_raw_burials(self, raws: tuple[str, ...] | list[str]) -> None:
+    def remember_raw_burials(self, raws: Iterable[str]) -> None:
         with self._lock:
             self._raw_burials.extend(raws)
 
