@@ -288,10 +288,7 @@ def run_swarm(flags: WorkerFlags) -> None:
 
 def _run_swarm_child(flags: WorkerFlags) -> None:
     """A forked child: forget the parent's per-process state, then boot a full worker."""
-    from cogworker.worker import recovery
-
     state.reset()
-    recovery.reset()  # the runtime's own memory: not yet a part of the process state
     run_worker(flags, supervised=True)
 
 
