@@ -6,15 +6,16 @@ worker running:
 Jobs on the queues go through the normal push; the rest is written straight into the keys the
 workers write (cogworker.keys): scheduled, retrying and dead jobs with realistic errors and
 attempt logs, two processes with running jobs (they vanish after 10 minutes, as a real process
-does when it stops beating), cron entries with their last runs (one disabled), 96 recorded
-runs over the last 24 hours with their hourly and daily counters, and daily counters for the
-month before. Each run adds to what is there; flush the database first for a clean slate
-(``redis-cli -n 0 flushdb``).
+does when it stops beating), cron entries with their last runs (one disabled), about 200
+recorded runs over the last 24 hours (busier by day) with their hourly and daily counters, and
+daily counters for the month before. Each run adds to what is there; flush the database first
+for a clean slate (``redis-cli -n 0 flushdb``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import time
@@ -31,8 +32,8 @@ from examples.jobs import FlakyJob, GreetingJob, LowPriorityJob
 
 PROCESS_TTL = 600  # the fake processes' presence: ten minutes
 ATTEMPTS_TTL = 30 * 86_400
-RUNS = 96  # recorded runs, one every 15 minutes over the last 24 hours
-EARLIER_DAYS = 29  # days before those with daily counters only
+FAILURE_SHARE = 0.12  # of the recorded runs
+EARLIER_DAYS = 29  # days before today with daily counters
 HISTORY_CLASSES = (
     "GreetingJob",
     "FlakyJob",
@@ -233,33 +234,49 @@ def seed_retry_and_dead(client: redis.Redis, now: float, done: Seeded) -> None:
     done.add("dead", len(dead) + 1)
 
 
+def hourly_runs(hour: int, chooser: random.Random) -> int:
+    """How many runs the demo records in the UTC hour ``hour``: busy by day, quiet at night."""
+    of_day = hour % 24
+    return max(1, round(7 + 6 * math.sin((of_day - 9) / 24 * 2 * math.pi))) + chooser.randint(0, 3)
+
+
 def seed_history(client: redis.Redis, now: float, done: Seeded) -> None:
-    """96 runs over the last 24 hours, every 4th failed, with the counters a worker bumps for
-    each (hourly throughput, daily runs, totals), and daily counters for the month before."""
+    """Runs over the 24 hourly buckets ending now (about one in eight failed, with its
+    backtrace), with the counters a worker bumps for each (hourly throughput, daily runs,
+    totals), and daily counters alone for the month before."""
     chooser = random.Random(12)
     retention = history.Retention(max_entries=500)
     pipe = client.pipeline(transaction=False)
-    for n in range(RUNS):
-        finished = now - 900 * n - chooser.uniform(0, 600)
-        started = finished - chooser.uniform(0.01, 2.5)
-        job = {"jid": wire.new_jid(), "class": chooser.choice(HISTORY_CLASSES), "args": [n]}
-        error = raised(*FAILURES[n % len(FAILURES)]) if n % 4 == 0 else None
-        entry = history.build_entry(job, "default", started, finished, error)
-        record_run(pipe, retention, entry)
-        outcome = "processed" if error is None else "failed"
-        hour = keys.throughput(int(finished) // 3600)
-        pipe.hincrby(hour, outcome, 1)
-        pipe.expire(hour, keys.THROUGHPUT_TTL)
-        pipe.incr(keys.STATS_PROCESSED if error is None else keys.STATS_FAILED)
+    current, recorded = int(now) // 3600, 0
+    for hour in range(current - 23, current + 1):
+        for _ in range(hourly_runs(hour, chooser)):
+            finished = chooser.uniform(hour * 3600, min(hour * 3600 + 3600, now))
+            started = finished - chooser.uniform(0.01, 2.5)
+            job = {
+                "jid": wire.new_jid(),
+                "class": chooser.choice(HISTORY_CLASSES),
+                "args": [recorded],
+            }
+            failed = chooser.random() < FAILURE_SHARE
+            error = raised(*chooser.choice(FAILURES)) if failed else None
+            record_run(
+                pipe, retention, history.build_entry(job, "default", started, finished, error)
+            )
+            bucket = keys.throughput(hour)
+            pipe.hincrby(bucket, "failed" if failed else "processed", 1)
+            pipe.expire(bucket, keys.THROUGHPUT_TTL)
+            pipe.incr(keys.STATS_FAILED if failed else keys.STATS_PROCESSED)
+            recorded += 1
     today = datetime.fromtimestamp(now, UTC).date()
-    for offset in range(2, EARLIER_DAYS + 2):  # the month before: daily counters only
+    for offset in range(1, EARLIER_DAYS + 1):  # the month before (on top of yesterday's runs)
         day = keys.history_daily((today - timedelta(days=offset)).isoformat())
-        successes = 60 + int(40 * abs(((offset * 7) % 13) - 6) / 6)
-        pipe.hincrby(day, "success", successes)
-        pipe.hincrby(day, "failed", offset % 5)
+        pipe.hincrby(
+            day, "success", 80 + chooser.randint(0, 60) - (30 if offset % 7 in (5, 6) else 0)
+        )
+        pipe.hincrby(day, "failed", chooser.randint(0, 12))
         pipe.expire(day, retention.daily_stats_days * 86_400)
     pipe.execute()
-    done.add("history runs", RUNS)
+    done.add("history runs", recorded)
 
 
 def record_run(pipe: Any, retention: history.Retention, entry: dict[str, Any]) -> None:

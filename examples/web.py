@@ -56,7 +56,7 @@ STATUS_PAGE = """
   {% elif jid %}
   <p class="empty">No status for {{ jid }}: it expired, or the job never had one.</p>
   {% else %}
-  <p class="empty">Enter the jid of a job pushed with job status on (every job here).</p>
+  <p class="empty">Enter the jid of a job whose status is recorded (jobs pushed here have one).</p>
   {% endif %}
 </section>
 """

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -32,15 +32,6 @@ CACHE_SIZE = 10_000  # cron strings remembered
 
 
 @dataclass(frozen=True)
-class Zoned:
-    """An instant as the entry's own time zone shows it."""
-
-    text: str
-    zone: str  # the zone's name, or "host time (<abbreviation>)" for a cron without one
-    named: bool  # the cron names its zone
-
-
-@dataclass(frozen=True)
 class ScheduleRow:
     pjid: str
     job_class: str
@@ -50,9 +41,11 @@ class ScheduleRow:
     unique: str | None
     disabled: bool
     next_run: float | None
-    next_zoned: Zoned | None
+    next_zoned: str | None  # the next run as the entry's own time zone shows it
     last_run: int | None
-    last_zoned: Zoned | None
+    last_zoned: str | None
+    zone: str | None  # that zone's name, or "host time (<abbreviation>)" for a cron without
+    zone_named: bool  # the cron names its zone
     cron_problem: str | None  # why the cron can't be read here
     problem: str | None  # why the published value can't be read, if it can't
     raw: str  # the published value, cut for display
@@ -122,22 +115,29 @@ class CronCache:
 crons = CronCache()
 
 
-def zoned(cron: str, moment: float | None, time_format: str) -> Zoned | None:
-    """``moment`` in the time zone of ``cron`` (the host's when it names none)."""
-    if moment is None:
-        return None
+def zone_of(cron: str) -> tuple[str, bool] | None:
+    """(the name of the zone ``cron`` runs in, whether the cron names it), or None if it
+    can't be read; a cron without a zone runs in each worker's local one, shown here in this
+    host's (its abbreviation now)."""
     schedule = crons.parsed(cron).schedule
     if schedule is None:
         return None
-    zone: tzinfo = schedule.zone
+    zone = schedule.zone
+    if isinstance(zone, ZoneInfo) and zone.key == cron.split()[-1]:
+        return zone.key, True
+    return f"host time ({datetime.now(zone).strftime('%Z')})", False
+
+
+def zoned(cron: str, moment: float | None, time_format: str) -> str | None:
+    """``moment`` as the time zone of ``cron`` shows it (the host's when it names none)."""
+    schedule = crons.parsed(cron).schedule
+    if moment is None or schedule is None:
+        return None
     try:
-        shown = datetime.fromtimestamp(moment, zone)
+        shown = datetime.fromtimestamp(moment, schedule.zone)
     except (OverflowError, OSError, ValueError):
         return None
-    named = isinstance(zone, ZoneInfo) and zone.key == cron.split()[-1]
-    abbreviation = shown.strftime("%Z")
-    label = str(getattr(zone, "key", "")) if named else f"host time ({abbreviation})"
-    return Zoned(f"{shown.strftime(time_format)} {abbreviation}".strip(), label, named)
+    return f"{shown.strftime(time_format)} {shown.strftime('%Z')}".strip()
 
 
 def _parsed(raw: str) -> tuple[dict[str, Any], str | None]:
@@ -233,6 +233,7 @@ def _row(
     last_run = int(text) if text is not None and text.lstrip("-").isdigit() else None
     queue = value.get("queue")
     unique = value.get("unique")
+    zone = zone_of(cron) if entry.problem is None else None
     return ScheduleRow(
         pjid=entry.pjid,
         job_class=entry.job_class,
@@ -245,6 +246,8 @@ def _row(
         next_zoned=zoned(cron, next_run, time_format),
         last_run=last_run,
         last_zoned=zoned(cron, last_run, time_format),
+        zone=None if zone is None else zone[0],
+        zone_named=zone is not None and zone[1],
         cron_problem=cron_problem,
         problem=entry.problem,
         raw=clip(entry.raw, RAW_SHOWN),

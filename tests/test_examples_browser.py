@@ -1,0 +1,100 @@
+"""Every tab of the example's web app, seeded with its demo data (``examples.seed``), in a real
+browser (Debian's Chromium through Playwright), light and dark, with JavaScript and without:
+each page answers 200 with its data, without a console error or a request leaving 127.0.0.1.
+Screenshots of each go to ``$COGWORKER_SCREENSHOTS`` (else a temporary directory, printed)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import uvicorn
+from conftest import wait_for
+from playwright.sync_api import Browser
+from web_support import Served, open_page, screenshot_dir, shared_browser
+
+import cogworker
+from cogworker import keys
+from cogworker.redis_server import free_port
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the examples are a package at the repository's root
+    sys.path.insert(0, str(ROOT))
+
+TABS = {
+    "overview": ("/cogworker/overview", "Runs per day"),
+    "overview-b": ("/cogworker/overview?layout=b&queue=default", "queued visitor"),
+    "jobs": ("/cogworker/jobs", "23 jobs"),
+    "jobs-retrying": ("/cogworker/jobs?status=Retrying", "FlakyJob"),
+    "jobs-dead": ("/cogworker/jobs?status=Dead", "billing.ChargeCardJob"),
+    "schedules": ("/cogworker/schedules", "4 of 4 shown"),
+    "workers": ("/cogworker/workers", "demo-host:1234"),
+    "job-status": ("/cogworker/status", "Job status"),
+}
+
+
+@contextlib.contextmanager
+def serve_site(config: cogworker.Config) -> Iterator[Served]:
+    """The example's web app (examples.web) under uvicorn in a thread on 127.0.0.1."""
+    from examples.web import make_site
+
+    site, port = make_site(config), free_port()
+    server = uvicorn.Server(uvicorn.Config(site, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=15)
+    dashboard = site.routes[1].app  # type: ignore[attr-defined]
+    try:
+        yield Served(f"http://127.0.0.1:{port}", port, dashboard)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        dashboard.close()
+
+
+@pytest.fixture
+def seeded(config: cogworker.Config, r: redis.Redis) -> Iterator[Served]:
+    from examples.seed import seed
+
+    seed(config)
+    with serve_site(config) as running:
+        yield running
+
+
+@pytest.fixture
+def browser(pytestconfig: pytest.Config) -> Browser:
+    return shared_browser(pytestconfig)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return screenshot_dir(tmp_path_factory)
+
+
+@pytest.mark.parametrize("js", [True, False], ids=["js", "no-js"])
+def test_every_tab_of_the_seeded_example_light_and_dark(
+    browser: Browser, seeded: Served, r: redis.Redis, shots: Path, js: bool
+) -> None:
+    assert r.llen(keys.queue("default")) == 5
+    for scheme in ("light", "dark"):
+        watched = open_page(browser, seeded, js=js, scheme=scheme, width=1440, height=900)
+        page = watched.page
+        for name, (path, shown) in TABS.items():
+            answer = page.goto(seeded.base + path)
+            assert answer is not None and answer.status == 200, path
+            page.wait_for_selector(f"text={shown}")
+            suffix = "" if js else "-nojs"
+            page.screenshot(
+                path=str(shots / f"example-{name}-{scheme}{suffix}.png"), full_page=True
+            )
+        landing = page.goto(seeded.base + "/")
+        assert landing is not None and page.url == seeded.base + "/cogworker/"
+        watched.assert_clean()
+        watched.close()
