@@ -8,7 +8,3 @@ from cogworker.worker.recovery.reconcile import Reconciler
 
 __all__ = ["JobFailedError", "JobOrphanedError", "Orphans", "Reconciler", "RecoveryReport"]
 
-
-def reset() -> None:
-    """Nothing to forget: recovery's memory lives in the ``Orphans`` of a Manager, which a
-    forked child builds afresh. Kept only while ``cli._run_swarm_child`` still calls it."""
