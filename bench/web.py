@@ -1,5 +1,6 @@
 """The dashboard on a big Redis: 100,000 jobs in each of the scheduled, retry and dead sets and
-in a queue, a few live processes with running jobs.
+in a queue, a few live processes with running jobs, 1,000 cron entries (their crons all
+different) and full counters for the Overview's charts (24 hours, 182 days).
 
     .venv/bin/python bench/web.py [N]
 
@@ -21,8 +22,10 @@ import redis
 
 import cogworker
 from cogworker import keys, wire
+from cogworker.periodic import Entry
 from cogworker.redis_server import RedisServer
 from cogworker.web import WebSettings, app
+from cogworker.web.tabs.schedules_data import crons
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette asks for httpx2; httpx works the same
@@ -31,6 +34,8 @@ with warnings.catch_warnings():
 TARGET_MS = 100.0
 HX = {"hx-request": "true"}
 IDENTITIES = [f"web-{n}:{4000 + n}:{n:012x}" for n in range(3)]
+SCHEDULES = 1_000
+ZONES = ("", " Europe/Berlin", " America/New_York", " Asia/Tokyo")
 
 
 def fill(client: redis.Redis, count: int) -> str:
@@ -67,7 +72,40 @@ def fill(client: redis.Redis, count: int) -> str:
     for i in range(25):
         client.rpush(keys.job_attempts(f"{count // 2:024x}"), wire.dumps({"attempt": i + 1}))
     plant_processes(client)
+    fill_schedules(client)
+    fill_counters(client)
     return f"{count // 2:024x}"
+
+
+def fill_schedules(client: redis.Redis, count: int = SCHEDULES) -> None:
+    """``count`` published cron entries, no two crons alike; most ran, some are disabled, some
+    until_executed ones hold their running lock."""
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        cron = f"{i % 60} {(i // 60) % 24} * * {i % 7}{ZONES[i % len(ZONES)]}"
+        unique = "until_executed" if i % 3 == 0 else None
+        entry = Entry(cron, f"Reports::Job{i}", [{"report": i}], 0, unique, "reports")
+        pipe.hset(keys.PERIODIC_SCHEDULE, entry.pjid, entry.published())
+        if i % 4:
+            pipe.set(keys.periodic_last_slot(entry.pjid), entry.schedule.slot(now))
+        if i % 10 == 0:
+            pipe.sadd(keys.PERIODIC_DISABLED, entry.pjid)
+        if i % 30 == 0:
+            pipe.set(keys.periodic_running(entry.pjid), f"run{i}", ex=3600)
+    pipe.execute()
+
+
+def fill_counters(client: redis.Redis) -> None:
+    """Every hourly throughput bucket of the last day and every daily count of 182 days."""
+    hour = int(time.time()) // 3600
+    pipe = client.pipeline(transaction=False)
+    for back in range(24):
+        pipe.hset(keys.throughput(hour - back), mapping={"processed": 900 + back, "failed": back})
+    for back in range(182):
+        day = time.strftime("%Y-%m-%d", time.gmtime(time.time() - back * 86400))
+        pipe.hset(keys.history_daily(day), mapping={"success": 20_000 + back, "failed": back})
+    pipe.execute()
 
 
 def plant_processes(client: redis.Redis) -> None:
@@ -121,6 +159,24 @@ def measure(web: TestClient, client: redis.Redis, path: str, hx: bool) -> tuple[
     return statistics.median(times), size, f"{sum(spent.values())}: {listed}"
 
 
+FRAGMENTS = (
+    "/overview/redis",
+    "/overview/throughput",
+    "/overview/runs",
+    "/workers/summary",
+    "/jobs/explain",
+)
+
+
+def measure_once(web: TestClient, path: str) -> tuple[float, int, str]:
+    """One request's time (ms) and size: for a first, cold request."""
+    started = time.perf_counter()
+    answer = web.get(path)
+    spent = (time.perf_counter() - started) * 1000
+    assert answer.status_code == 200, (path, answer.status_code)
+    return spent, len(answer.content), "(first request)"
+
+
 def row(label: str, result: tuple[float, int, str], target: bool = True) -> None:
     median, size, spent = result
     verdict = ("ok" if median < TARGET_MS else "OVER") if target else "scan"
@@ -151,10 +207,17 @@ def run(web: TestClient, client: redis.Redis, count: int, dead_jid: str) -> None
     middle_dead = (count // 2) // per_page
     dead_entry = dead_entry_of(client, dead_jid)
     pages: list[tuple[str, str, bool]] = [
-        ("Overview A, page", "/overview?layout=a", True),
+        ("Overview A (with both charts), page", "/overview?layout=a", True),
+        ("Overview throughput chart fragment", "/overview/throughput", True),
+        ("Overview runs chart fragment (month)", "/overview/runs?period=month", True),
+        ("Overview runs chart fragment (6 months)", "/overview/runs?period=6months", True),
+        ("Overview throughput_data JSON", "/overview/throughput_data", True),
+        ("Overview runs_data JSON (6 months)", "/overview/runs_data?period=6months", True),
         ("Overview B (queue default), page", "/overview?layout=b&queue=default", True),
         ("Overview Redis fragment", "/overview/redis", True),
         ("Workers, page", "/workers", True),
+        (f"Schedules ({SCHEDULES:,} entries), page", "/schedules", True),
+        ("Schedules, search 'job99' (11 match)", "/schedules?q=job99", True),
         ("cluster bar fragment", "/workers/summary", True),
         ("Jobs All, first page", "/jobs", True),
         (f"Jobs All, middle page ({middle_all:,})", f"/jobs?page={middle_all}", True),
@@ -183,8 +246,10 @@ def run(web: TestClient, client: redis.Redis, count: int, dead_jid: str) -> None
         "  what (page: full page; refresh: Live fragment)    median  target    size   "
         "Redis commands per request"
     )
+    crons.clear()  # the first Schedules page after a start parses every cron
+    row("Schedules, first page after a start (no cron parsed yet)", measure_once(web, "/schedules"))
     for label, path, target in pages:
-        fragment_only = path.startswith(("/overview/redis", "/workers/summary", "/jobs/explain"))
+        fragment_only = path.startswith(FRAGMENTS)
         if not fragment_only and target:
             row(label, measure(web, client, path, hx=False))
         shown = label.replace(", page", "") + ("" if fragment_only else ", refresh")

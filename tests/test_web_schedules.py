@@ -27,6 +27,7 @@ _dash = pytest.fixture(name="dash")(web_support.dashboard)
 _client = pytest.fixture(name="client")(web_support.dashboard_client)
 
 HOSTILE = '<script>alert("x")</script>'
+DASH = "\u2013"  # between the first and last row of a page
 
 
 def publish(
@@ -464,3 +465,57 @@ def test_wire_round_trip_of_published_entries_matches_what_is_shown(
     r.hset(keys.PERIODIC_SCHEDULE, "rubypjid", wire.dumps(value))
     row = row_of(client.get("/schedules").text, "Ruby::Job")
     assert '<td class="mono">default</td>' in row and '<span class="muted">—</span>' in row
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def paged(config: cogworker.Config) -> Iterator[Any]:
+    dashboard = make_dash(config, schedules_page_size=3)
+    try:
+        with client_for(dashboard) as test_client:
+            yield test_client
+    finally:
+        dashboard.close()
+
+
+def seven(r: redis.Redis) -> list[Entry]:
+    return [publish(r, f"{n} 3 * * *", f"Paged::Job{n}") for n in range(7)]
+
+
+def test_many_entries_are_paged(paged: Any, r: redis.Redis) -> None:
+    seven(r)
+    first = inner_html(paged.get("/schedules").text, "schedules-content")
+    assert f"1{DASH}3 of 7" in first and "page 1 of 3" in first
+    assert [f"Paged::Job{n}" in first for n in range(7)] == [True] * 3 + [False] * 4
+    assert 'href="/schedules?page=2" rel="next"' in first
+    last = paged.get("/schedules?page=3").text
+    assert f"7{DASH}7 of 7" in last and "Paged::Job6" in last and 'rel="prev"' in last
+    assert 'id="schedules-content" hx-get="/schedules?page=3"' in last
+    beyond = inner_html(paged.get("/schedules?page=9").text, "schedules-content")
+    assert "page 3 of 3" in beyond  # past the end: the last page
+    assert (
+        paged.get("/schedules?page=0").text
+        == "Bad request: page must be a whole number from 1 (got '0')"
+    )
+
+
+def test_a_search_pages_its_matches(paged: Any, r: redis.Redis) -> None:
+    seven(r)
+    publish(r, "0 1 * * *", "Other")
+    content = inner_html(paged.get("/schedules?q=paged&page=2").text, "schedules-content")
+    assert f"4{DASH}6 of 7 matching (8 in all)" in content
+    assert 'href="/schedules?q=paged&amp;page=3" rel="next"' in content
+
+
+def test_an_action_stays_on_its_page(paged: Any, r: redis.Redis) -> None:
+    entries = seven(r)
+    row = row_of(paged.get("/schedules?page=2").text, "Paged::Job4")
+    form = form_with(row, "disable")
+    assert form.values()["page"] == "2"
+    fragment = submit(paged, form, js=True).text
+    assert f"4{DASH}6 of 7" in fragment and "Paged::Job4" in fragment
+    assert r.sismember(keys.PERIODIC_DISABLED, entries[4].pjid)
+    answer = submit(paged, form_with(row_of(fragment, "Paged::Job4"), "enable"), js=False)
+    assert answer.headers["location"] == "/schedules?page=2"

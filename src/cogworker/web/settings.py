@@ -79,7 +79,8 @@ class WebSettings:
     dead entries (newest first) are read to count one queue's share of them;
     ``jobs_page_size`` rows per page of the Jobs table; ``jobs_search_limit`` how many stored
     entries one search of the Jobs table reads at most (in the table's order; the page says
-    when the limit left some unsearched).
+    when the limit left some unsearched); ``schedules_page_size`` cron entries per page of the
+    Schedules tab.
     """
 
     live_update_interval: float = 3.0
@@ -92,6 +93,7 @@ class WebSettings:
     queue_scan_limit: int = 10_000
     jobs_page_size: int = 25
     jobs_search_limit: int = 100_000
+    schedules_page_size: int = 100
 
     def __post_init__(self) -> None:
         interval = self.live_update_interval
@@ -115,6 +117,7 @@ class WebSettings:
         self._check_count("queue_scan_limit", 100, 1_000_000)
         self._check_count("jobs_page_size", 1, 500)
         self._check_count("jobs_search_limit", 1000, 10_000_000)
+        self._check_count("schedules_page_size", 1, 1000)
         if self.session_secret is not None:
             if not isinstance(self.session_secret, str):
                 raise ConfigError("session_secret must be a string")

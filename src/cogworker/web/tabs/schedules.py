@@ -1,7 +1,8 @@
 """The Schedules tab: every published cron entry, its next and last run, its state, and run now,
 disable and enable.
 
-Routes (relative to the mount): ``GET /schedules`` (``q``: search class, cron and args);
+Routes (relative to the mount): ``GET /schedules`` (``q``: search class, cron and args;
+``page``, of ``schedules_page_size`` entries);
 ``POST /schedules/<pjid>/run_now | disable | enable``. The entry is named by the ``pjid``
 field when the form sends one, else by the path segment. Each action answers the view it
 came from, search included (see ``actions.after_action``).
@@ -13,7 +14,7 @@ a Live refresh keeps both the text being typed and the filtered list.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -41,14 +42,24 @@ RUN_NOTICES = {
 
 @dataclass(frozen=True)
 class View:
+    """The search and the page: what every link, refresh, action and redirect keeps."""
+
     q: str = ""
+    page: int = 1
 
     @classmethod
     def of(cls, params: dict[str, Any]) -> View:
-        return cls(urls.read_carried(params, "q") or "")
+        text = str(params.get("page") or "1")
+        if not text.isdigit() or int(text) < 1:
+            raise urls.BadParameter(f"page must be a whole number from 1 (got {text!r})")
+        return cls(urls.read_carried(params, "q") or "", int(text))
+
+    def at_page(self, page: int) -> View:
+        return replace(self, page=page)
 
     def pairs(self) -> list[tuple[str, str]]:
-        return [urls.carried("q", self.q)] if self.q else []
+        pairs = [urls.carried("q", self.q)] if self.q else []
+        return pairs + ([("page", str(self.page))] if self.page > 1 else [])
 
 
 def pjid_of(params: dict[str, Any]) -> str:
@@ -75,7 +86,10 @@ class SchedulesTab:
         ]
 
     def render(self, request: Request, view: View, shown: Notice | None) -> Response:
-        data = schedules(self.site.redis(), view.q, self.site.settings.time_format)
+        settings = self.site.settings
+        data = schedules(
+            self.site.redis(), view.q, settings.time_format, view.page, settings.schedules_page_size
+        )
         template = "schedules/content.html" if is_hx(request) else "schedules/page.html"
         return self.site.renderer.render(
             request, template, s=data, view=view, notice=shown, active="schedules"

@@ -64,8 +64,12 @@ class ScheduleRow:
 
 @dataclass(frozen=True)
 class Schedules:
-    rows: list[ScheduleRow]  # the entries the search matched, by class, cron, pjid
-    total: int
+    rows: list[ScheduleRow]  # one page of the entries the search matched, by class, cron, pjid
+    total: int  # entries published
+    matched: int  # entries the search matched (all of them without one)
+    page: int  # the page shown (a page past the end shows the last)
+    pages: int
+    first: int  # the position of the page's first row among the matched, from 1
     unreadable: list[str]  # keys holding another type than expected
 
 
@@ -96,6 +100,10 @@ class CronCache:
                     self._found.clear()
                 self._found[cron] = found
         return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._found.clear()
 
     def next_after(self, cron: str, now: float) -> tuple[float | None, str | None]:
         """(the first fire time after ``now``, None) or (None, why the cron can't be read)."""
@@ -202,13 +210,20 @@ def _wrong_type(reply: object) -> bool:
     return isinstance(reply, redis.ResponseError) and str(reply).startswith("WRONGTYPE")
 
 
-def schedules(client: redis.Redis, q: str, time_format: str) -> Schedules:
-    """Every published entry whose class, cron or args contain ``q`` (case ignored)."""
+def schedules(
+    client: redis.Redis, q: str, time_format: str, page: int = 1, per_page: int = 100
+) -> Schedules:
+    """Page ``page`` of the published entries whose class, cron or args contain ``q`` (case
+    ignored)."""
     published, disabled, unreadable = _read_published(client)
     found = [_Entry(pjid, raw, *_parsed(raw)) for pjid, raw in published.items()]
     found.sort(key=lambda entry: (entry.job_class, entry.cron, entry.pjid))
     wanted = q.strip().lower()
-    shown = [entry for entry in found if wanted in entry.searched_text()] if wanted else found
+    matched = [entry for entry in found if wanted in entry.searched_text()] if wanted else found
+    pages = max((len(matched) + per_page - 1) // per_page, 1)
+    page = min(page, pages)
+    offset = (page - 1) * per_page
+    shown = matched[offset : offset + per_page]
     slots: list[Any] = []
     holders: list[Any] = []
     if shown:
@@ -221,7 +236,7 @@ def schedules(client: redis.Redis, q: str, time_format: str) -> Schedules:
         _row(entry, entry.pjid in disabled, slot, holder, now, time_format)
         for entry, slot, holder in zip(shown, slots, holders, strict=True)
     ]
-    return Schedules(rows, len(found), unreadable)
+    return Schedules(rows, len(found), len(matched), page, pages, offset + 1, unreadable)
 
 
 def _row(
