@@ -14,8 +14,10 @@ import re
 import sys
 import textwrap
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from socketserver import ThreadingMixIn
@@ -86,7 +88,15 @@ def django_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not settings.configured:
         sys.path.insert(0, str(root))
         os.environ["DJANGO_SETTINGS_MODULE"] = "cw_django_site.settings"
+        zone = os.environ.get("TZ")
         django.setup()
+        # Django sets the process's TZ to its TIME_ZONE: put it back, or every later test (and
+        # the worker processes they start) would run in Chicago time
+        if zone is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = zone
+        time.tzset()
     assert settings.ROOT_URLCONF == "cw_django_site.urls"
     return root
 
@@ -137,6 +147,27 @@ def flask_wsgi(dashboard: Dashboard) -> WSGIApp:
     return site
 
 
+def in_a_thread(wsgi: WSGIApp) -> WSGIApp:
+    """``wsgi`` called in a worker thread, as a WSGI server calls it (a browser test earlier in
+    the session leaves Playwright's event loop on this thread, where Django refuses to touch
+    its database)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wsgi")
+
+    def call(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        def run() -> list[bytes]:
+            answer = wsgi(environ, start_response)
+            try:
+                return list(answer)
+            finally:
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+
+        return pool.submit(run).result()
+
+    return call
+
+
 @dataclass
 class Host:
     kind: str
@@ -159,9 +190,8 @@ def host(request: pytest.FixtureRequest, dash: Dashboard) -> Iterator[Host]:
             yield Host(kind, "the django site (42)", client)
         return
     app = django_wsgi(dash) if kind == "django-wsgi" else flask_wsgi(dash)
-    with httpx.Client(
-        transport=httpx.WSGITransport(app=app), base_url="http://testserver"
-    ) as client:
+    transport = httpx.WSGITransport(app=in_a_thread(app))
+    with httpx.Client(transport=transport, base_url="http://testserver") as client:
         yield Host(
             kind, "the django site (42)" if kind == "django-wsgi" else "the flask site", client
         )
