@@ -16,7 +16,7 @@ import redis
 import uvicorn
 from conftest import wait_for
 from playwright.sync_api import Browser
-from web_support import Served, open_page, screenshot_dir, shared_browser
+from web_support import CHROMIUM, Served, open_page, screenshot_dir
 
 import cogworker
 from cogworker import keys
@@ -68,9 +68,19 @@ def seeded(config: cogworker.Config, r: redis.Redis) -> Iterator[Served]:
         yield running
 
 
-@pytest.fixture
-def browser(pytestconfig: pytest.Config) -> Browser:
-    return shared_browser(pytestconfig)
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """A Chromium of this module's own, stopped when it ends: this module runs before the
+    other browser tests, and a running Playwright keeps an event loop on the main thread,
+    where the tests in between call asyncio.run."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
 
 
 @pytest.fixture(scope="module")
