@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     ensure_environment()
     if task in ("test", "lint"):
         print("dev.py: ruff", flush=True)
-        run(BIN / "ruff", "check", "src", "tests", "bench", "tools")
+        run(BIN / "ruff", "check", "src", "tests", "bench", "tools", "examples")
         print("dev.py: mypy --strict", flush=True)
         run(BIN / "mypy")
         print("dev.py: lint-imports (the layering in pyproject.toml)", flush=True)

@@ -53,7 +53,12 @@ def test_every_page_has_the_header_with_its_tab_marked(client: Any, path: str) -
     html = client.get(path).text
     nav = html.split('<nav class="cw-tabs" aria-label="Tabs">')[1].split("</nav>")[0]
     labels = re.findall(r'<a href="/(\w+)"[^>]*>(\w+)</a>', nav)
-    assert labels == [("overview", "Overview"), ("jobs", "Jobs"), ("workers", "Workers")]
+    assert labels == [
+        ("overview", "Overview"),
+        ("jobs", "Jobs"),
+        ("schedules", "Schedules"),
+        ("workers", "Workers"),
+    ]
     assert f'href="{path}" aria-current="page"' in nav
     assert nav.count("aria-current") == 1
     assert '<button type="button" class="btn btn-toggle btn-sm" data-cw-live-toggle' in html
