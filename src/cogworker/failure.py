@@ -325,21 +325,6 @@ def unparseable_job(
     return wrapper
 
 
-def last_resort_dead_entry(raw: str, error: BaseException, jid: str | None) -> str:
-    """The dead entry, encoded, filed later for a job whose failure couldn't be filed: the
-    payload with the error's fields, or, when that can't be encoded (it may be what failed),
-    the unparseable wrapper of ``raw`` with them, under ``jid`` when one could be read."""
-    parsed = parse_job(raw)
-    error_class, message = error_class_name(error), error_message(error)
-    fields = {"error_class": error_class, "error_message": message, "failed_at": wire.now()}
-    try:
-        if isinstance(parsed, Rejection):
-            raise TypeError(parsed.message)
-        return wire.dumps({**parsed, **fields})
-    except (ValueError, TypeError, RecursionError):
-        return wire.dumps(unparseable_job(raw, None, Rejection(error_class, message, jid)))
-
-
 def retry_delay_text(delay: float) -> str:
     """``84s``, ``1.5s``: a delay as a log line shows it."""
     return f"{delay:.0f}s" if float(delay).is_integer() else f"{delay:.1f}s"

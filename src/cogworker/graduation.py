@@ -8,12 +8,22 @@ another process took the entry first.
 
 from __future__ import annotations
 
+import enum
+
 import redis
 
 from cogworker import failure, keys, scripts, wire
 from cogworker.failure import Rejection
 
 GRADUATE = scripts.load(__file__, "graduate")
+
+
+class Requeue(enum.StrEnum):
+    """What moving an entry onto its queue came to (a str, so callers may compare text)."""
+
+    REQUEUED = "requeued"
+    GONE = "gone"  # another process took it first
+    INVALID = "invalid"  # not a job (no queue, say): left where it is
 
 
 def requeueable(entry: str, source: str) -> tuple[str, str] | Rejection:
@@ -43,13 +53,10 @@ def move_to_queue(client: redis.Redis, source: str, entry: str, queue: str, payl
     return bool(GRADUATE(client, [source, keys.QUEUES, keys.queue(queue)], [entry, queue, payload]))
 
 
-def claim_and_requeue(client: redis.Redis, source: str, entry: str) -> str:
-    """Move one entry of a sorted set onto the head of its queue.
-
-    Returns ``"requeued"``, ``"gone"`` (another process took it first) or ``"invalid"`` (not a
-    job, e.g. no queue: left where it is).
-    """
+def claim_and_requeue(client: redis.Redis, source: str, entry: str) -> Requeue:
+    """Move one entry of a sorted set onto the head of its queue (see ``Requeue``)."""
     requeue = requeueable(entry, source)
     if isinstance(requeue, Rejection):
-        return "invalid"
-    return "requeued" if move_to_queue(client, source, entry, *requeue) else "gone"
+        return Requeue.INVALID
+    moved = move_to_queue(client, source, entry, *requeue)
+    return Requeue.REQUEUED if moved else Requeue.GONE

@@ -28,6 +28,7 @@ from cogworker.admin.common import (
     target,
     when,
 )
+from cogworker.graduation import Requeue
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,8 @@ def build(spec: SetCommand) -> click.Group:
         outcomes = [job_set.retry_now(record.raw) for record in _by_jid(where, spec, jid)]
         click.echo(
             f"retried {spec.noun} {printable(jid)} on {where.url}: "
-            f"{outcomes.count('requeued')} requeued, {outcomes.count('invalid')} not "
-            f"requeueable, {outcomes.count('gone')} already gone"
+            f"{outcomes.count(Requeue.REQUEUED)} requeued, {outcomes.count(Requeue.INVALID)} not "
+            f"requeueable, {outcomes.count(Requeue.GONE)} already gone"
         )
 
     @group.command("delete")

@@ -20,6 +20,7 @@ from cogworker.api.queues import Queue, queue_names
 from cogworker.api.records import JobRecord
 from cogworker.api.sets import JobSet, dead_set, retry_set, scheduled_set
 from cogworker.api.stats import QueueStats, Stats, attempts, stats, throughput
+from cogworker.graduation import Requeue
 
 __all__ = [
     "Explanation",
@@ -33,6 +34,7 @@ __all__ = [
     "QueueStats",
     "Reason",
     "Release",
+    "Requeue",
     "Run",
     "Stats",
     "UniqueLock",

@@ -20,7 +20,7 @@ import redis
 from cogworker import keys, scripts, wire
 from cogworker.api.records import JobRecord, paged, release_locks_of
 from cogworker.api.search import search_sorted_set
-from cogworker.graduation import claim_and_requeue
+from cogworker.graduation import Requeue, claim_and_requeue
 
 PAGE = 500
 CLEAR_BATCH = 1000
@@ -61,8 +61,8 @@ class JobSet:
         """Every entry with ``jid`` (one pass over the set; a job can be there twice)."""
         return search_sorted_set(self.client, self.key, jid).records
 
-    def retry_now(self, raw: str) -> str:
-        """Put the entry back on its queue now: ``requeued``, ``gone`` or ``invalid``."""
+    def retry_now(self, raw: str) -> Requeue:
+        """Put the entry back on its queue now: requeued, gone (taken first) or invalid."""
         return claim_and_requeue(self.client, self.key, raw)
 
     def reschedule(self, raw: str, at: float) -> bool:
