@@ -37,6 +37,18 @@ HISTORY_ALL = "cogworker:history:all"
 HISTORY_SUCCESS = "cogworker:history:success"
 HISTORY_FAILED = "cogworker:history:failed"
 HISTORY_DAILY_PREFIX = "cogworker:history:daily:"
+# the history index: Python-side only (a Ruby process neither writes nor trims it)
+HISTORY_INDEX_TIME = "cogworker:history:index:time"
+HISTORY_INDEX_DURATION = "cogworker:history:index:duration"
+HISTORY_INDEX_ROWS = "cogworker:history:index:rows"
+HISTORY_INDEX_META = "cogworker:history:index:meta"
+HISTORY_INDEX_VALUES_PREFIX = "cogworker:history:index:values:"
+HISTORY_INDEX_BY_PREFIX = "cogworker:history:index:by:"
+HISTORY_INDEX_LEX_PREFIX = "cogworker:history:index:lex:"
+HISTORY_INDEX_SCRATCH_PREFIX = "cogworker:history:index:scratch:"
+# per job class metrics: Python-side only, one hash per minute and one per hour
+CLASS_METRICS_MINUTE_PREFIX = "cogworker:class_metrics:minute:"
+CLASS_METRICS_HOUR_PREFIX = "cogworker:class_metrics:hour:"
 STATUS_PREFIX = "status:"
 
 UNIQUE_PREFIX = "cogworker:unique:"
@@ -100,6 +112,44 @@ def job_attempts(jid: str) -> str:
 def history_daily(day: str) -> str:
     """Daily success / failure counters; ``day`` is a UTC ``YYYY-MM-DD``."""
     return HISTORY_DAILY_PREFIX + day
+
+
+def history_index_values(column: str) -> str:
+    """Every value key of ``column`` (class, queue or status) the history index holds, in
+    lexicographic order (all scores 0)."""
+    return HISTORY_INDEX_VALUES_PREFIX + column
+
+
+def history_index_by(column: str, value_key: str) -> str:
+    """The refs of the runs whose ``column`` has the index key ``value_key``, scored by
+    finish time."""
+    return f"{HISTORY_INDEX_BY_PREFIX}{column}:{value_key}"
+
+
+def history_index_lex(column: str) -> str:
+    """``<value key> NUL <ref>`` for every run (all scores 0): sorts and prefix ranges on a
+    text column (jid, args, error)."""
+    return HISTORY_INDEX_LEX_PREFIX + column
+
+
+def history_index_scratch(token: str) -> str:
+    """A short-lived intersection one query builds and deletes (expires in a minute)."""
+    return HISTORY_INDEX_SCRATCH_PREFIX + token
+
+
+def class_metrics_minute(minute: int) -> str:
+    """Per job class counts and execution-time histograms of one minute
+    (``floor(epoch / 60)``), kept ``CLASS_METRICS_MINUTE_TTL`` seconds."""
+    return f"{CLASS_METRICS_MINUTE_PREFIX}{minute}"
+
+
+def class_metrics_hour(hour: int) -> str:
+    """The same for one hour (``floor(epoch / 3600)``), kept ``CLASS_METRICS_HOUR_TTL``."""
+    return f"{CLASS_METRICS_HOUR_PREFIX}{hour}"
+
+
+CLASS_METRICS_MINUTE_TTL = 7_200  # two hours: the last full hour of minutes is always there
+CLASS_METRICS_HOUR_TTL = 93_600  # 26 hours: the last full day of hours is always there
 
 
 def status(jid: str) -> str:
