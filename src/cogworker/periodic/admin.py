@@ -14,6 +14,8 @@ import redis
 from cogworker import keys, wire
 from cogworker.client import Client
 from cogworker.periodic.cron import CronError, Schedule
+from cogworker.periodic.run_now import Outcome
+from cogworker.periodic.run_now import run_now as run_now_of_entry
 
 
 @dataclass(frozen=True)
@@ -132,15 +134,29 @@ def enable(client: redis.Redis, pjid: str) -> None:
     client.srem(keys.PERIODIC_DISABLED, pjid)
 
 
+class EntryBusy(RuntimeError):
+    """Run now of an ``until_executed`` entry while an earlier run holds its running lock."""
+
+    def __init__(self, pjid: str, holder: str | None) -> None:
+        super().__init__(
+            f"periodic entry {pjid!r} is until_executed and run jid={holder} still holds it: "
+            "nothing pushed (try again once that run has ended)"
+        )
+        self.holder = holder
+
+
 def run_now(client: Client, pjid: str) -> str | None:
-    """Push the entry's job once, now, as an ordinary job (no slot, no lock). Raises KeyError
-    if no such entry is published, ValueError if its published value can't be read."""
-    raw = client.config.redis().hget(keys.PERIODIC_SCHEDULE, pjid)
-    if raw is None:
-        raise KeyError(f"no periodic entry {pjid!r} is published")
-    entry = PublishedEntry.parse(pjid, str(raw), False, None, wire.now())
-    if entry.problem is not None or not entry.job:
-        raise ValueError(f"periodic entry {pjid!r} is not a readable job: {entry.problem}")
-    return client.push(
-        {"class": entry.job, "args": entry.args, "retry": entry.retry, "queue": entry.queue}
-    )
+    """Push one run of the entry now, on its queue, through ``client`` (see
+    ``periodic.run_now``: no slot is taken; an ``until_executed`` entry's run holds the
+    running lock, as a cron run does). Returns the jid, or None when a client middleware
+    stopped the push. Raises KeyError if no such entry is published, ValueError if its
+    published value can't be read, EntryBusy while an earlier run holds the entry."""
+    done = run_now_of_entry(client.config, client.config.redis(), pjid, client)
+    match done.outcome:
+        case Outcome.GONE:
+            raise KeyError(f"no periodic entry {pjid!r} is published")
+        case Outcome.UNREADABLE:
+            raise ValueError(f"periodic entry {pjid!r} is not a readable job")
+        case Outcome.HELD:
+            raise EntryBusy(pjid, done.holder)
+    return done.jid

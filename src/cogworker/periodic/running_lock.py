@@ -26,6 +26,10 @@ from cogworker.wire import Payload
 logger = logging.getLogger("cogworker")
 
 
+CLAIMED_TTL = 20
+"""Seconds a running lock taken for a run lasts until its push is done (then it lasts for
+``unique_lock_ttl``): a process that dies between taking it and pushing closes the entry for
+this long, not for a day. The ticker's claims and a run pushed by hand share it."""
 PRESENCE_SECONDS = 60  # the TTL of a process's presence key (the heartbeat writes it)
 RUBY_CHECK_INTERVAL = 60  # Ruby processes sharing the Redis check for orphans this often
 

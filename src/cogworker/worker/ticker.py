@@ -29,7 +29,7 @@ import redis
 from cogworker import keys, locks, redis_errors, scripts, wire
 from cogworker.client import Client
 from cogworker.periodic.entries import Entry
-from cogworker.periodic.running_lock import queued_ttl
+from cogworker.periodic.running_lock import CLAIMED_TTL, queued_ttl
 
 if TYPE_CHECKING:
     from cogworker.worker.manager import Manager
@@ -38,10 +38,6 @@ logger = logging.getLogger("cogworker")
 
 TICK_INTERVAL = 5.0
 LOCK_TTL = 20
-# The running lock an until_executed claim writes lasts this long until the push is done (then
-# unique_lock_ttl), so a process killed between claim and push closes its entry for 20 s, not
-# for a day.
-CLAIMED_TTL = LOCK_TTL
 BACKOFF_MAX = 300.0
 BLOCKED_GRACE = 15.0
 

@@ -23,11 +23,11 @@ from starlette.routing import BaseRoute, Route
 
 from cogworker import keys
 from cogworker.periodic import admin
+from cogworker.periodic.run_now import Outcome, run_now
 from cogworker.web import notices, urls
 from cogworker.web.actions import Handler, action, after_action, audit, page
 from cogworker.web.notices import Notice
 from cogworker.web.rendering import is_hx
-from cogworker.web.schedule_runs import Outcome, run_now
 from cogworker.web.site import Site, Tab
 from cogworker.web.tabs.schedules_data import schedules
 

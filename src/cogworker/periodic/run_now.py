@@ -1,4 +1,5 @@
-"""Run now: push one run of a published cron entry at once, on the entry's own queue.
+"""Run now: push one run of a published cron entry at once, on the entry's own queue (the
+Schedules tab's action and ``periodic.admin.run_now``).
 
 The run goes through the client push path, so the client middleware applies, and it takes no
 slot, so ``last_slot`` and the slot locks stay as they are. An ``until_executed`` entry never
@@ -24,12 +25,9 @@ import redis
 from cogworker import keys, locks, wire
 from cogworker.client import Client
 from cogworker.config import Config
+from cogworker.periodic.running_lock import CLAIMED_TTL
 
 logger = logging.getLogger("cogworker")
-
-PUSH_WINDOW = 20
-"""Seconds the running lock lasts until the push is done: a dashboard that dies in between
-closes the entry for this long, not for ``unique_lock_ttl`` (the ticker uses the same)."""
 
 
 class Outcome(enum.Enum):
@@ -61,8 +59,9 @@ def _published(raw: str) -> dict[str, Any] | None:
     return value
 
 
-def run_now(config: Config, client: redis.Redis, pjid: str) -> RunNow:
-    """Push one run of the entry ``pjid`` now (see the module docstring)."""
+def run_now(config: Config, client: redis.Redis, pjid: str, pusher: Client | None = None) -> RunNow:
+    """Push one run of the entry ``pjid`` now (see the module docstring), through ``pusher``
+    (default: a ``Client`` of ``config``)."""
     raw = client.hget(keys.PERIODIC_SCHEDULE, pjid)
     if raw is None:
         return RunNow(Outcome.GONE)
@@ -77,13 +76,13 @@ def run_now(config: Config, client: redis.Redis, pjid: str) -> RunNow:
         "queue": queue if isinstance(queue, str) and queue else "default",
     }
     done = RunNow(Outcome.QUEUED, item["class"], item["queue"])
-    pusher = Client(config)
+    pusher = pusher or Client(config)
     if value.get("unique") != "until_executed":
         jid = pusher.push(item)
         return RunNow(done.outcome if jid else Outcome.REFUSED, done.job_class, done.queue, jid)
     jid = wire.new_jid()
     lock = keys.periodic_running(pjid)
-    if not client.set(lock, jid, nx=True, ex=PUSH_WINDOW):
+    if not client.set(lock, jid, nx=True, ex=CLAIMED_TTL):
         holder = client.get(lock)
         held = None if holder is None else str(holder)
         return RunNow(Outcome.HELD, done.job_class, done.queue, holder=held)
@@ -98,7 +97,7 @@ def run_now(config: Config, client: redis.Redis, pjid: str) -> RunNow:
         return RunNow(Outcome.REFUSED, done.job_class, done.queue)
     if pushed != jid:
         logger.warning(
-            "Web: run now of %s: a client middleware changed the job's jid (%s -> %s); its "
+            "Run now of %s: a client middleware changed the job's jid (%s -> %s); its "
             "running lock won't be released by the job and keeps the entry closed for up to %ds",
             pjid,
             jid,
@@ -109,11 +108,11 @@ def run_now(config: Config, client: redis.Redis, pjid: str) -> RunNow:
         locks.expire_if_owned(client, lock, jid, math.ceil(config.unique_lock_ttl))
     except redis.RedisError as error:
         logger.warning(
-            "Web: run now of %s: couldn't extend the running lock of jid=%s (it expires in %ds "
+            "Run now of %s: couldn't extend the running lock of jid=%s (it expires in %ds "
             "unless the run starts first): %s",
             pjid,
             jid,
-            PUSH_WINDOW,
+            CLAIMED_TTL,
             error,
         )
     return RunNow(Outcome.QUEUED, done.job_class, done.queue, pushed)
@@ -122,10 +121,10 @@ def run_now(config: Config, client: redis.Redis, pjid: str) -> RunNow:
 def _release(client: redis.Redis, lock: str, jid: str) -> None:
     try:
         locks.delete_if_owned(client, lock, jid)
-    except redis.RedisError as error:  # it expires on its own within PUSH_WINDOW seconds
+    except redis.RedisError as error:  # it expires on its own within CLAIMED_TTL seconds
         logger.warning(
-            "Web: couldn't release %s after a run now that pushed nothing (it expires in %ds): %s",
+            "Couldn't release %s after a run now that pushed nothing (it expires in %ds): %s",
             lock,
-            PUSH_WINDOW,
+            CLAIMED_TTL,
             error,
         )
