@@ -11,7 +11,8 @@ but not yet acknowledged when its process is killed is recovered and runs again:
 is the time of one round trip. Registrations and counters are best-effort.
 
 ``queue_counts`` is the one place that counts jobs processed and failed; burials outside a
-processor count through it too (``count_burial``).
+processor count through it too (``count_burial``). Each run's job class and execution time ride
+in the same pipeline, as one script call per batch (``metrics_by_class``), also best-effort.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import redis
 
 from cogworker import keys, redis_errors
 from cogworker.fetch import Work
+from cogworker.metrics_by_class import Tallies
 from cogworker.scripts import Batch
 from cogworker.worker.ledger import ACK, Ledger
 from cogworker.worker.strategy import FetchStrategy
@@ -76,9 +78,10 @@ class _Batch:
     workers: dict[str, str | None] = field(default_factory=dict)  # tid -> entry, None = HDEL
     processed: int = 0
     failed: int = 0
+    classes: Tallies = field(default_factory=Tallies)  # the runs by job class, for metrics
 
     def __bool__(self) -> bool:
-        return bool(self.acks or self.workers or self.processed or self.failed)
+        return bool(self.acks or self.workers or self.processed or self.failed or self.classes)
 
 
 class Bookkeeper:
@@ -103,13 +106,24 @@ class Bookkeeper:
             self._batch.workers[tid] = entry
             self._cond.notify()
 
-    def finished(self, tid: str, *, processed: int = 0, failed: int = 0) -> None:
-        """A thread's job is done: deregister it and count it. Sent with the next batch
-        (the acknowledgement, or ``wake``), so one job wakes this thread only once."""
+    def finished(
+        self,
+        tid: str,
+        *,
+        processed: int = 0,
+        failed: int = 0,
+        job_class: str | None = None,
+        seconds: float = 0.0,
+    ) -> None:
+        """A thread's job is done: deregister it and count it (and, when it ran, its
+        ``job_class`` and execution time). Sent with the next batch (the acknowledgement, or
+        ``wake``), so one job wakes this thread only once."""
         with self._cond:
             self._batch.workers[tid] = None
             self._batch.processed += processed
             self._batch.failed += failed
+            if job_class is not None:
+                self._batch.classes.add_run(job_class, seconds, failed > 0)
 
     def wake(self) -> None:
         with self._cond:
@@ -179,6 +193,7 @@ class Bookkeeper:
         ack_at = self._strategy.current().queue_acknowledge(commands, acks) if acks else None
         self._queue_workers(commands.pipe, batch.workers)
         queue_counts(commands.pipe, processed=batch.processed, failed=batch.failed)
+        batch.classes.queue(commands)
         try:
             replies = commands.execute()
         except redis.RedisError as error:

@@ -124,17 +124,19 @@ class Processor:
         self._bookkeeper.register(
             self.tid, wire.workers_entry(work.queue, work.raw, int(time.time()))
         )
-        counts = {"processed": 0, "failed": 0}
+        counts: dict[str, Any] = {"processed": 0, "failed": 0}
         try:
             logger.info("start: %s jid=%s", job["class"], work.jid)
             started = time.monotonic()
             error = self._run_job(work, outcome)
+            # the class as fetched: a middleware changing the copy's doesn't move its metrics
+            counts.update(job_class=work.job["class"], seconds=time.monotonic() - started)
             outcome.ran = Next.INTERRUPT if error is not None else Next.ACKNOWLEDGE
             outcome.error = error
             if error is None:
                 counts["processed"] = 1
                 logger.info(
-                    "done: %s jid=%s in %.3fs", job["class"], job["jid"], time.monotonic() - started
+                    "done: %s jid=%s in %.3fs", job["class"], job["jid"], counts["seconds"]
                 )
                 return Next.ACKNOWLEDGE
             counts["failed"] = 1
