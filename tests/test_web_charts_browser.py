@@ -16,8 +16,8 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page
 from runtime_support import StartWorker
-from test_web_workers import start_worker
 from web_support import Served, open_page, screenshot_dir, serve, shared_browser
+from web_workers_support import start_worker
 
 import cogworker
 from cogworker import keys

@@ -17,8 +17,8 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page, expect
 from runtime_support import StartWorker, holds, listening
-from test_web_workers import quiet_flag, start_worker
 from web_support import Served, Watched, add_to_set, open_page, push, serve, shared_browser
+from web_workers_support import quiet_flag, start_worker
 
 import cogworker
 from cogworker import keys

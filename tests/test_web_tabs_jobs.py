@@ -1,6 +1,6 @@
 """The Jobs tab's table: the sources in their order, paging on the server, the status filter,
 the search and its bound, the detail panel (attempts, error, explanation), hostile strings and
-entries that are not readable jobs. The actions are in test_web_jobs_actions.py."""
+entries that are not readable jobs. The actions are in test_web_tabs_jobs_actions.py."""
 
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ from web_support import (
     client_for,
     forms,
     inner_html,
+    jids,
     job,
     make_dash,
+    panel_of,
     plant_process,
     plant_work,
     push,
+    selection_link,
 )
 
 import cogworker
@@ -49,34 +52,11 @@ def small(config: cogworker.Config) -> Iterator[Any]:
         dashboard.close()
 
 
-def jids(html: str) -> list[str]:
-    """The jids of the table's rows, top to bottom."""
-    content = inner_html(html, "jobs-content") if 'id="jobs-content"' in html else html
-    table = content.split('class="panel job-detail"')[0]
-    return [html_module.unescape(j) for j in re.findall(r'class="mono jid">([^<]*)<', table)]
-
-
 def count_line(html: str) -> str:
     found = re.search(r'<p class="count-line">(.*?)</p>', html, re.S)
     assert found is not None
     text = re.sub(r"<[^>]+>", "", found.group(1)).replace("\u2013", "-")  # ranges: an en dash
     return " ".join(text.split())
-
-
-def selection_link(html: str, jid: str) -> str:
-    """The link that opens the panel of the row with ``jid``."""
-    for href, cell in re.findall(r'<td class="job-cell"><a href="([^"]+)"[^>]*>(.*?)</a>', html):
-        shown = re.search(r'class="mono jid">([^<]*)<', cell)
-        if shown is not None and html_module.unescape(shown.group(1)) == jid:
-            return html_module.unescape(href)
-    raise AssertionError(f"no row {jid}")
-
-
-def panel_of(html: str) -> str:
-    return html.split('class="panel job-detail"')[1]
-
-
-# -- the sources and their order -------------------------------------------------------------
 
 
 def test_all_lists_the_sources_one_after_the_other_each_in_its_own_order(

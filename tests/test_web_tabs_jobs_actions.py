@@ -14,17 +14,19 @@ import pytest
 import redis
 import web_support
 from runtime_support import cogworker_log_records
-from test_web_jobs import jids, panel_of, selection_link
 from web_support import (
     HX,
     add_to_set,
     client_for,
     form_with,
     forms,
+    jids,
     job,
     make_dash,
+    panel_of,
     post,
     push,
+    selection_link,
     submit,
 )
 

@@ -1,7 +1,7 @@
 """The Schedules tab: what it shows of each published cron entry (class, cron, args, queue, next
 and last run in the browser's and the entry's zone, unique mode, state), the search and its
 survival across Live refreshes, the pages, the empty states, and hostile and unparseable
-entries. Its actions are in test_web_schedules_actions."""
+entries. Its actions are in test_web_tabs_schedules_actions."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis
 import web_support
+from web_schedules_support import publish, row_of, three
 from web_support import HX, client_for, form_with, forms, inner_html, make_dash, submit
 
 import cogworker
@@ -27,28 +28,6 @@ _client = pytest.fixture(name="client")(web_support.dashboard_client)
 
 HOSTILE = '<script>alert("x")</script>'
 DASH = "\u2013"  # between the first and last row of a page
-
-
-def publish(
-    r: redis.Redis, cron: str, job: str, *, last_slot: int | None = None, **options: Any
-) -> Entry:
-    """Publish an entry as a worker's ticker does (and optionally its last claimed slot)."""
-    entry = Entry(cron, job, **options)
-    r.hset(keys.PERIODIC_SCHEDULE, entry.pjid, entry.published())
-    if last_slot is not None:
-        r.set(keys.periodic_last_slot(entry.pjid), last_slot)
-    return entry
-
-
-def row_of(html: str, text: str) -> str:
-    """The table row that contains ``text``."""
-    rows = [row for row in re.findall(r"<tr>.*?</tr>", html, re.S) if text in row]
-    assert len(rows) == 1, f"{len(rows)} rows with {text!r}"
-    return rows[0]
-
-
-def queued(r: redis.Redis, queue: str) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in r.lrange(keys.queue(queue), 0, -1)]
 
 
 # -- what the tab shows ----------------------------------------------------------------------
@@ -209,12 +188,6 @@ def test_wire_round_trip_of_published_entries_matches_what_is_shown(
 
 
 # -- search ----------------------------------------------------------------------------------
-
-
-def three(r: redis.Redis) -> None:
-    publish(r, "*/5 * * * *", "Reports::Daily", args=[{"section": "Finance"}])
-    publish(r, "0 3 * * *", "Sessions::Purge")
-    publish(r, "15 * * * *", "Inventory::Sync", args=["warehouse-7"])
 
 
 @pytest.mark.parametrize(

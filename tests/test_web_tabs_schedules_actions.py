@@ -13,7 +13,7 @@ import pytest
 import redis
 import web_support
 from runtime_support import cogworker_log_records
-from test_web_schedules import publish, queued, row_of, three
+from web_schedules_support import publish, queued, row_of, three
 from web_support import client_for, form_with, forms, make_dash, post, submit
 
 import cogworker

@@ -4,19 +4,15 @@ worker processes."""
 
 from __future__ import annotations
 
-import os
 import re
-import textwrap
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import web_support
 from conftest import wait_for
-from runtime_support import StartWorker, Worker, listening
+from runtime_support import StartWorker, listening
 from web_support import (
     HX,
     form_with,
@@ -29,63 +25,13 @@ from web_support import (
     push,
     submit,
 )
+from web_workers_support import quiet_flag, start_worker
 
 from cogworker import keys
 
 _dash = pytest.fixture(name="dash")(web_support.dashboard)
 _client = pytest.fixture(name="client")(web_support.dashboard_client)
-
-JOBS = textwrap.dedent(
-    '''
-    """Jobs for the dashboard tests."""
-    import time
-
-    import cogworker
-
-
-    class HoldJob(cogworker.Job):
-        """Runs until ``test:release`` exists (at most 60 s)."""
-
-        name = "HoldJob"
-
-        def perform(self, marker):
-            client = cogworker.default_config().redis()
-            client.incr(f"test:started:{marker}")
-            deadline = time.monotonic() + 60
-            while not client.exists("test:release") and time.monotonic() < deadline:
-                time.sleep(0.02)
-    '''
-)
-
-FAST = "heartbeat_interval: 0.2\npoll_interval: 0.2\nconcurrency: 2\nshutdown_timeout: 5\n"
-
-
-@pytest.fixture
-def start_worker(tmp_path: Path, redis_url: str) -> Iterator[StartWorker]:
-    (tmp_path / "web_jobs.py").write_text(JOBS)
-    (tmp_path / "worker.yml").write_text(FAST)
-    started: list[Worker] = []
-
-    def start(*args: str) -> Worker:
-        command = ["run", "-r", "web_jobs", "-C", str(tmp_path / "worker.yml"), *args]
-        environment = {**os.environ, "REDIS_URL": redis_url}
-        worker = Worker(command, tmp_path, environment, tmp_path / f"worker-{len(started)}.out")
-        started.append(worker)
-        return worker
-
-    try:
-        yield start
-    finally:
-        for worker in started:
-            worker.kill()
-        for worker in started:
-            print(f"--- worker {worker.pid}:\n{worker.output()}")
-
-
-def quiet_flag(r: redis.Redis, identity: str) -> str | None:
-    value = r.hget(keys.process(identity), "quiet")
-    return None if value is None else str(value)
-
+_start_worker = start_worker  # the fixture, from web_workers_support
 
 # -- what the tab shows ----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ aborts (and records) every request that would leave the served dashboard.
 from __future__ import annotations
 
 import contextlib
+import html as html_module
 import json
 import os
 import re
@@ -161,6 +162,29 @@ def plant_work(
 
 
 # -- reading pages ---------------------------------------------------------------------------
+
+
+def jids(html: str) -> list[str]:
+    """The jids of the table's rows, top to bottom."""
+    content = inner_html(html, "jobs-content") if 'id="jobs-content"' in html else html
+    table = content.split('class="panel job-detail"')[0]
+    return [html_module.unescape(j) for j in re.findall(r'class="mono jid">([^<]*)<', table)]
+
+
+def selection_link(html: str, jid: str) -> str:
+    """The link that opens the panel of the row with ``jid``."""
+    for href, cell in re.findall(r'<td class="job-cell"><a href="([^"]+)"[^>]*>(.*?)</a>', html):
+        shown = re.search(r'class="mono jid">([^<]*)<', cell)
+        if shown is not None and html_module.unescape(shown.group(1)) == jid:
+            return html_module.unescape(href)
+    raise AssertionError(f"no row {jid}")
+
+
+def panel_of(html: str) -> str:
+    return html.split('class="panel job-detail"')[1]
+
+
+# -- the sources and their order -------------------------------------------------------------
 
 
 def inner_html(html: str, element_id: str) -> str:
