@@ -191,6 +191,14 @@ def private_config(url: str, **options: Any) -> cogworker.Config:
     return cogworker.Config(redis_url=url, **options)
 
 
+def ttl_was_set_to(client: redis.Redis, key: str, ttl: int, since: float) -> bool:
+    """``key``'s TTL was set to ``ttl`` seconds at some moment after ``since`` (monotonic
+    time): its PTTL lies within what has elapsed since then."""
+    left = client.pttl(key)
+    elapsed_ms = (time.monotonic() - since) * 1000
+    return ttl * 1000 - elapsed_ms - 1 <= left <= ttl * 1000
+
+
 # -- additions for the hardening tests (tests/test_hardening_*.py) ------------------------------
 
 
