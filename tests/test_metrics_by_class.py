@@ -42,7 +42,7 @@ def test_buckets_start_at_a_tenth_of_a_millisecond_and_grow_by_a_fourth_doubling
     assert metrics_by_class.bucket_of(100) == 1
     assert metrics_by_class.bucket_of(200) == 5  # one doubling: four buckets on
     assert metrics_by_class.bucket_of(10**15) == metrics_by_class.TOP_BUCKET
-    assert RELATIVE_ERROR == pytest.approx(0.0905, abs=0.0001)
+    assert pytest.approx(0.0905, abs=0.0001) == RELATIVE_ERROR
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

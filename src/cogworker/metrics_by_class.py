@@ -66,6 +66,16 @@ def field_of(job_class: str) -> bytes:
         return job_class.encode("utf-8", "backslashreplace")
 
 
+def bucket_bounds(bucket: int) -> tuple[float, float]:
+    """The execution times (microseconds) ``bucket`` holds: [low, high)."""
+    if bucket <= 0:
+        return 0.0, float(FLOOR_US)
+    return (
+        FLOOR_US * 2 ** ((bucket - 1) / STEPS_PER_DOUBLING),
+        FLOOR_US * 2 ** (bucket / STEPS_PER_DOUBLING),
+    )
+
+
 @dataclass
 class Tally:
     """The runs of one class in one span of time."""

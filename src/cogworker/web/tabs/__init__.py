@@ -5,8 +5,8 @@ extension (``cogworker.web.extensions``), the way a host adds its own."""
 from __future__ import annotations
 
 from cogworker.web.site import Tab
-from cogworker.web.tabs import jobs, overview, schedules, workers
+from cogworker.web.tabs import jobs, metrics, overview, schedules, workers
 
-BUILTIN_TABS: tuple[Tab, ...] = (overview.TAB, jobs.TAB, schedules.TAB, workers.TAB)
+BUILTIN_TABS: tuple[Tab, ...] = (overview.TAB, jobs.TAB, schedules.TAB, workers.TAB, metrics.TAB)
 
 __all__ = ["BUILTIN_TABS", "Tab"]
