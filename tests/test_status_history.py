@@ -551,10 +551,23 @@ def test_query_sorts_by_duration_and_finished_at(five: redis.Redis) -> None:
 
 def test_query_sort_keeps_ties_in_newest_first_order(r: redis.Redis) -> None:
     store(r, timed("t1", 10.0, 200), timed("t2", 20.0, 100), timed("t3", 30.0, 200))
+    scan = {"class": {"type": "notBlank"}}  # matches every run, but only the scan answers it
 
     for direction, expected in (("asc", ["t2", "t3", "t1"]), ("desc", ["t3", "t1", "t2"])):
         sort = [{"colId": "duration", "sort": direction}]
-        assert jids(history.query(r, sort=sort)[0]) == expected
+        assert jids(history.query(r, sort=sort, filters=scan)[0]) == expected
+    # the index's sets (a page by rank) keep equal values newest first in ascending order;
+    # descending reads the same set backwards
+    assert jids(history.query(r, sort=[{"colId": "duration", "sort": "asc"}])[0]) == [
+        "t2",
+        "t3",
+        "t1",
+    ]
+    assert jids(history.query(r, sort=[{"colId": "duration", "sort": "desc"}])[0]) == [
+        "t1",
+        "t3",
+        "t2",
+    ]
 
 
 def text(kind: str, value: str) -> dict[str, str]:

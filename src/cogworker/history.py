@@ -7,9 +7,10 @@ Each run is one JSON entry (jid, class, queue, args, status, started_at, finishe
 and, for failures, error_class, error_message and up to 200 backtrace lines) in
 ``cogworker:history:all`` and in ``...:success`` or ``...:failed``, scored by finish time and
 trimmed on every write by age, then by count; daily counters live in
-``cogworker:history:daily:<UTC date>``. ``duration`` is whole milliseconds, the unit the History
-tab sorts, filters and shows, computed from the two stamps by ``duration_ms`` (the stamps stay
-epoch seconds).
+``cogworker:history:daily:<UTC date>``; the history index (``history_index``), which lets
+the History tab sort and filter without a scan, is written in the same pipeline.
+``duration`` is whole milliseconds, the unit the History tab sorts, filters and shows,
+computed from the two stamps by ``duration_ms`` (the stamps stay epoch seconds).
 
 Writes are best-effort: they never change a job's fate or hide its exception, and a job never
 waits for them: the middleware hands each entry to the config's background writer
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from cogworker import failure, keys, status_writer, testing, wire
+from cogworker import failure, history_index, keys, status_writer, testing, wire
 from cogworker.config import Config
 from cogworker.history_query import MAX_LIMIT as MAX_LIMIT
 from cogworker.history_query import SETS as SETS
@@ -108,16 +109,25 @@ def _day(finished_at: float) -> str:
     return datetime.fromtimestamp(finished_at, UTC).strftime("%Y-%m-%d")
 
 
+def store(pipe: Pipeline, retention: Retention, entry: dict[str, Any]) -> None:
+    """Queue the writes of one built entry (``build_entry``) on ``pipe``, at its own finish
+    time: both sets it lands in and their trims, its day's counter, and the history index
+    (indexed, then trimmed by the same rules)."""
+    _queue_record(pipe, retention, wire.dumps(entry), entry["status"], entry["finished_at"])
+
+
 def _queue_record(
     pipe: Pipeline, retention: Retention, member: str, outcome: str, finished_at: float
 ) -> None:
     daily = keys.history_daily(_day(finished_at))
+    cutoff = finished_at - retention.days * 86400
     for key in (keys.HISTORY_ALL, SETS[outcome]):
         pipe.zadd(key, {member: finished_at})
-        pipe.zremrangebyscore(key, "-inf", finished_at - retention.days * 86400)
+        pipe.zremrangebyscore(key, "-inf", cutoff)
         pipe.zremrangebyrank(key, 0, -(retention.max_entries + 1))
     pipe.hincrby(daily, outcome, 1)
     pipe.expire(daily, retention.daily_stats_days * 86400)
+    history_index.queue_add(pipe, member, finished_at, cutoff, retention.max_entries)
 
 
 def _remember(retention: Retention, member: str, outcome: str, finished_at: float) -> None:

@@ -44,8 +44,7 @@ HISTORY_INDEX_ROWS = "cogworker:history:index:rows"
 HISTORY_INDEX_META = "cogworker:history:index:meta"
 HISTORY_INDEX_VALUES_PREFIX = "cogworker:history:index:values:"
 HISTORY_INDEX_BY_PREFIX = "cogworker:history:index:by:"
-HISTORY_INDEX_LEX_PREFIX = "cogworker:history:index:lex:"
-HISTORY_INDEX_SCRATCH_PREFIX = "cogworker:history:index:scratch:"
+HISTORY_INDEX_SORT_PREFIX = "cogworker:history:index:sort:"
 # per job class metrics: Python-side only, one hash per minute and one per hour
 CLASS_METRICS_MINUTE_PREFIX = "cogworker:class_metrics:minute:"
 CLASS_METRICS_HOUR_PREFIX = "cogworker:class_metrics:hour:"
@@ -115,26 +114,20 @@ def history_daily(day: str) -> str:
 
 
 def history_index_values(column: str) -> str:
-    """Every value key of ``column`` (class, queue or status) the history index holds, in
-    lexicographic order (all scores 0)."""
+    """Every lowercased value of ``column`` (class, queue or status) the history index holds,
+    in lexicographic order (all scores 0)."""
     return HISTORY_INDEX_VALUES_PREFIX + column
 
 
-def history_index_by(column: str, value_key: str) -> str:
-    """The refs of the runs whose ``column`` has the index key ``value_key``, scored by
-    finish time."""
-    return f"{HISTORY_INDEX_BY_PREFIX}{column}:{value_key}"
+def history_index_by(column: str, value: str) -> str:
+    """The refs of the runs whose ``column`` lowercased is ``value``, scored by finish time."""
+    return f"{HISTORY_INDEX_BY_PREFIX}{column}:{value}"
 
 
-def history_index_lex(column: str) -> str:
-    """``<value key> NUL <ref>`` for every run (all scores 0): sorts and prefix ranges on a
-    text column (jid, args, error)."""
-    return HISTORY_INDEX_LEX_PREFIX + column
-
-
-def history_index_scratch(token: str) -> str:
-    """A short-lived intersection one query builds and deletes (expires in a minute)."""
-    return HISTORY_INDEX_SCRATCH_PREFIX + token
+def history_index_sort(column: str) -> str:
+    """``<value> NUL <tie> NUL <ref>`` for every run (all scores 0): the runs in the order of
+    a text column (class, queue, jid, status, args, error), newest first among equals."""
+    return HISTORY_INDEX_SORT_PREFIX + column
 
 
 def class_metrics_minute(minute: int) -> str:
