@@ -325,6 +325,37 @@ def spawn_cogworker(
         )
 
 
+def worker_process(
+    directory: Path, redis_url: str, module: str, source: str, worker_config: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Body of a fixture: one ``cogworker run -r MODULE -C worker.yml`` process in
+    ``directory`` (the app module and the config written there first), on ``redis_url``; at
+    teardown its session is killed and its log printed."""
+    (directory / f"{module}.py").write_text(source)
+    (directory / "worker.yml").write_text(worker_config)
+    log = directory / "worker.out"
+    process = spawn_cogworker(
+        ["run", "-r", module, "-C", "worker.yml"], directory, log, cogworker_env(redis_url)
+    )
+    try:
+        yield process
+    finally:
+        kill_session(process)
+        print(f"--- worker {process.pid}:\n{log.read_text(errors='replace')}")
+
+
+def closing_producer(redis_url: str) -> Iterator[cogworker.Client]:
+    """Body of a fixture: a Client on ``redis_url`` whose connections are closed explicitly
+    afterwards, not left to the garbage collector (a ResourceWarning is an error here)."""
+    settings = cogworker.Config(redis_url=redis_url)
+    try:
+        yield cogworker.Client(settings)
+    finally:
+        connection = settings.redis()
+        connection.close()
+        connection.connection_pool.disconnect()
+
+
 def kill_session(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL every process of the session ``spawn_cogworker`` started (the process itself
     and any children it forked, even after it exited itself), then reap it."""

@@ -22,11 +22,10 @@ from conftest import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from runtime_support import (
     cogworker_env,
-    kill_session,
     listening,
     registered_identity,
     run_cogworker,
-    spawn_cogworker,
+    worker_process,
 )
 
 from cogworker import keys, wire
@@ -155,17 +154,7 @@ def test_unknown_queue_is_a_one_line_error(r: redis.Redis, redis_url: str, actio
 
 @pytest.fixture
 def worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[subprocess.Popen[bytes]]:
-    (tmp_path / "admin_jobs.py").write_text(JOBS_MODULE)
-    (tmp_path / "worker.yml").write_text(WORKER_CONFIG)
-    log = tmp_path / "worker.out"
-    process = spawn_cogworker(
-        ["run", "-r", "admin_jobs", "-C", "worker.yml"], tmp_path, log, cogworker_env(redis_url)
-    )
-    try:
-        yield process
-    finally:
-        kill_session(process)
-        print(f"--- worker {process.pid}:\n{log.read_text(errors='replace')}")
+    yield from worker_process(tmp_path, redis_url, "admin_jobs", JOBS_MODULE, WORKER_CONFIG)
 
 
 def live_identity(r: redis.Redis, process: subprocess.Popen[bytes]) -> str:

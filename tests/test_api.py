@@ -21,13 +21,11 @@ import redis
 from conftest import wait_for
 from runtime_support import (
     closing_pools,
-    cogworker_env,
     holds,
-    kill_session,
     listening,
     redis_time,
     registered_identity,
-    spawn_cogworker,
+    worker_process,
 )
 
 import cogworker
@@ -127,17 +125,7 @@ def producer(config: cogworker.Config) -> cogworker.Client:
 @pytest.fixture
 def worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[subprocess.Popen[bytes]]:
     """A real worker (concurrency 3, 0.2 s heartbeat) on the shared, flushed server."""
-    (tmp_path / "api_jobs.py").write_text(JOBS_MODULE)
-    (tmp_path / "worker.yml").write_text(WORKER_CONFIG)
-    log = tmp_path / "worker.out"
-    process = spawn_cogworker(
-        ["run", "-r", "api_jobs", "-C", "worker.yml"], tmp_path, log, cogworker_env(redis_url)
-    )
-    try:
-        yield process
-    finally:
-        kill_session(process)
-        print(f"--- worker {process.pid}:\n{log.read_text(errors='replace')}")
+    yield from worker_process(tmp_path, redis_url, "api_jobs", JOBS_MODULE, WORKER_CONFIG)
 
 
 def identity_of(r: redis.Redis, process: subprocess.Popen[bytes]) -> str:

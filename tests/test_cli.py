@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import StartWorker, Worker, started_workers
+from runtime_support import StartWorker, Worker, closing_producer, started_workers
 
 import cogworker
 from cogworker import keys
@@ -115,15 +115,8 @@ def start_worker(app_dir: Path, redis_url: str) -> Iterator[StartWorker]:
 
 @pytest.fixture
 def producer(r: redis.Redis, redis_url: str) -> Iterator[cogworker.Client]:
-    """Enqueues on the shared (flushed) server; its connections are closed explicitly
-    afterwards, not left to the garbage collector (a ResourceWarning is an error here)."""
-    settings = cogworker.Config(redis_url=redis_url)
-    try:
-        yield cogworker.Client(settings)
-    finally:
-        connection = settings.redis()
-        connection.close()
-        connection.connection_pool.disconnect()
+    """Enqueues on the shared (flushed) server."""
+    yield from closing_producer(redis_url)
 
 
 def push(producer: cogworker.Client, job_class: str, *args: object) -> str:

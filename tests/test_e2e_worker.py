@@ -32,7 +32,14 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import StartWorker, Worker, cogworker_env, holds, started_workers
+from runtime_support import (
+    StartWorker,
+    Worker,
+    closing_producer,
+    cogworker_env,
+    holds,
+    started_workers,
+)
 
 import cogworker
 from cogworker import keys, wire
@@ -126,15 +133,8 @@ def fast(threshold: float = 300, shutdown: float = 10) -> str:
 
 @pytest.fixture
 def producer(r: redis.Redis, redis_url: str) -> Iterator[cogworker.Client]:
-    """Enqueues on the shared (flushed) server; its connections are closed explicitly
-    afterwards, not left to the garbage collector (a ResourceWarning is an error here)."""
-    settings = cogworker.Config(redis_url=redis_url)
-    try:
-        yield cogworker.Client(settings)
-    finally:
-        connection = settings.redis()
-        connection.close()
-        connection.connection_pool.disconnect()
+    """Enqueues on the shared (flushed) server."""
+    yield from closing_producer(redis_url)
 
 
 def push(producer: cogworker.Client, job_class: str, *args: Any) -> str:

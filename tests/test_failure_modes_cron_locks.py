@@ -29,6 +29,7 @@ from runtime_support import (
     fresh_runtime,
     redis_time,
     running,
+    ttl_was_set_to,
 )
 
 import cogworker
@@ -106,13 +107,6 @@ def cron_raw(token: str) -> str:
 
 def jid_of(raw: str) -> str:
     return str(json.loads(raw)["jid"])
-
-
-def ttl_was_set_to(r: redis.Redis, key: str, ttl: int, since: float) -> bool:
-    """``key``'s TTL was set to ``ttl`` seconds at some moment after ``since`` (monotonic)."""
-    left = r.pttl(key)
-    elapsed_ms = (time.monotonic() - since) * 1000
-    return ttl * 1000 - elapsed_ms - 1 <= left <= ttl * 1000
 
 
 # -- how long a performing run's lock lasts ----------------------------------------------------

@@ -21,7 +21,14 @@ from typing import Any
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import fresh_runtime, plant_orphan, private_config, release, running
+from runtime_support import (
+    fresh_runtime,
+    plant_orphan,
+    private_config,
+    release,
+    running,
+    ttl_was_set_to,
+)
 
 import cogworker
 from cogworker import keys, wire
@@ -240,13 +247,6 @@ REQUEUES: dict[str, Requeue] = {
     "orphan recovery": orphan_recovery,
     "basic shutdown requeue": basic_shutdown_requeue,
 }
-
-
-def ttl_was_set_to(admin: redis.Redis, key: str, ttl: int, since: float) -> bool:
-    """``key``'s TTL was set to ``ttl`` seconds at some moment after ``since`` (monotonic)."""
-    left = admin.pttl(key)
-    elapsed_ms = (time.monotonic() - since) * 1000
-    return ttl * 1000 - elapsed_ms - 1 <= left <= ttl * 1000
 
 
 @pytest.mark.parametrize("path", list(REQUEUES))
