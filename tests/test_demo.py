@@ -1,11 +1,13 @@
-"""``cogworker demo --wait``: the dashboard comes up beside the worker, keeps showing new work
-until Ctrl-C, and everything the demo started stops cleanly.
+"""``cogworker demo --keep``: the dashboard comes up beside the worker, keeps showing new work
+until Ctrl-C, the worker records run history and per-class metrics (so the History and Metrics
+tabs fill), and everything the demo started stops cleanly.
 
 (The run-and-exit form is checked in test_e2e_worker.py.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,10 +16,16 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import redis
 from conftest import wait_for
 
+from cogworker import keys, metrics_by_class
+from cogworker.metrics_by_class import Period
+
 DASHBOARD = re.compile(r"^demo: dashboard at (http://127\.0\.0\.1:\d+/)$", re.MULTILINE)
-# the demo enqueues a job every TRICKLE_INTERVAL (2 s) while it waits: two should run in 20 s
+REDIS = re.compile(r"^demo: private redis-server \S+ at (redis://\S+)$", re.MULTILINE)
+# the demo enqueues a job every TRICKLE_INTERVAL (2 s) while it keeps running: two should run
+# in 20 s
 TRICKLE_TIMEOUT = 20
 
 
@@ -34,12 +42,16 @@ def processed_on_overview(url: str) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-def test_demo_with_wait_serves_the_dashboard_until_interrupted(tmp_path: Path) -> None:
+def recorded_classes(client: redis.Redis) -> set[str]:
+    return set(metrics_by_class.summaries(client, Period.HOUR).classes)
+
+
+def test_demo_with_keep_serves_the_dashboard_until_interrupted(tmp_path: Path) -> None:
     out_path = tmp_path / "demo.out"
     env = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
     with open(out_path, "wb") as out:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "cogworker", "demo", "--jobs", "2", "--wait"],
+            [sys.executable, "-m", "cogworker", "demo", "--jobs", "2", "--keep"],
             cwd=tmp_path,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -60,6 +72,24 @@ def test_demo_with_wait_serves_the_dashboard_until_interrupted(tmp_path: Path) -
         assert "Workers" in fetch(url + "workers")
         first = processed_on_overview(url)
         wait_for(lambda: processed_on_overview(url) >= first + 2, timeout=TRICKLE_TIMEOUT)
+        server = REDIS.search(output())
+        assert server, output()
+        client = redis.Redis.from_url(server.group(1), decode_responses=True)
+        try:
+            # every job the demo ran before it kept running: a history run and class metrics
+            runs = [json.loads(entry) for entry in client.zrange(keys.HISTORY_ALL, 0, -1)]
+            assert {"GreetingJob", "FlakyJob", "DoomedJob"} <= {run["class"] for run in runs}
+            assert {run["class"] for run in runs if run["status"] == "failed"} == {
+                "FlakyJob",
+                "DoomedJob",
+            }
+            wait_for(lambda: {"GreetingJob", "FlakyJob", "DoomedJob"} <= recorded_classes(client))
+            found = metrics_by_class.summaries(client, Period.HOUR).classes
+            assert found["DoomedJob"].failures == 1
+            assert found["GreetingJob"].executions >= 4  # 2 + the delayed one + the trickle
+        finally:
+            client.close()
+        assert "DoomedJob" in fetch(url + "class_metrics")
         demo.send_signal(signal.SIGINT)
         code = demo.wait(60)
     finally:

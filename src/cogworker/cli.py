@@ -355,16 +355,16 @@ def swarm_command(**given: Any) -> None:
     help="Serve the dashboard too (default: when the web extra is installed).",
 )
 @click.option(
-    "--wait/--no-wait",
+    "--keep/--no-keep",
     default=None,
-    help="After the jobs, stay up (enqueueing now and then) until Ctrl-C "
-    "(default: when run in a terminal).",
+    help="After the jobs, keep the dashboard and worker running (enqueueing now and then) "
+    "until Ctrl-C (default: when run in a terminal).",
 )
-def demo_command(jobs: int, dashboard: bool | None, wait: bool | None) -> None:
+def demo_command(jobs: int, dashboard: bool | None, keep: bool | None) -> None:
     """Start a private Redis, a worker and the dashboard; enqueue demo jobs and watch them run."""
     from cogworker import demo
 
-    sys.exit(demo.main(jobs, dashboard=dashboard, wait=wait))
+    sys.exit(demo.main(jobs, dashboard=dashboard, keep=keep))
 
 
 for _admin_command in admin_cli.COMMANDS:

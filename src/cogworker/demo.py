@@ -3,8 +3,10 @@ watch them run.
 
 It starts the dashboard (when the ``web`` extra is installed) and a worker, enqueues a mix of
 jobs (immediate, delayed, async, one that fails once and is retried, one with no retries that
-ends in the dead set), waits for the worker to settle them all and prints what happened. With
-``--wait`` (the default in a terminal) it then keeps everything up, enqueueing a job now and
+ends in the dead set), waits for the worker to settle them all and prints what happened. The
+worker records every run's history (this module, its app, enables it) and, like every worker,
+its job class's metrics, so the History and Metrics tabs fill with the first jobs. With
+``--keep`` (the default in a terminal) it then keeps everything up, enqueueing a job now and
 then so the dashboard has something to show, until Ctrl-C; then it stops the dashboard, the
 worker with TERM and the Redis server.
 """
@@ -21,10 +23,16 @@ import time
 import urllib.request
 
 import cogworker
-from cogworker import keys
+from cogworker import history, keys
 from cogworker.redis_server import RedisServer, RedisServerNotFound, free_port
 
-TRICKLE_INTERVAL = 2.0  # seconds between the jobs enqueued while --wait keeps the demo up
+TRICKLE_INTERVAL = 2.0  # seconds between the jobs enqueued while --keep keeps the demo up
+
+
+@cogworker.default_config().configure_server
+def _record_history(config: cogworker.Config) -> None:
+    """In the demo's worker (which imports this module as its app): record every run."""
+    history.enable(config)
 
 
 class GreetingJob(cogworker.Job, queue="default"):
@@ -81,12 +89,12 @@ def _wait(condition: object, timeout: float) -> bool:
     return False
 
 
-def main(count: int = 20, *, dashboard: bool | None = None, wait: bool | None = None) -> int:
+def main(count: int = 20, *, dashboard: bool | None = None, keep: bool | None = None) -> int:
     """Run the demo with ``count`` greeting jobs (0 or more); the exit status says whether
     every job settled as expected.
 
     ``dashboard`` None starts it when the web extra is installed (True insists on it);
-    ``wait`` None keeps the demo up after the jobs when stdin is a terminal.
+    ``keep`` None keeps the demo up after the jobs (until Ctrl-C) when stdin is a terminal.
     """
     if count < 0:
         raise ValueError(f"the demo needs 0 or more greeting jobs, got {count}")
@@ -96,8 +104,8 @@ def main(count: int = 20, *, dashboard: bool | None = None, wait: bool | None = 
     if dashboard and problem is not None:
         print(f"cogworker demo: {problem}", file=sys.stderr)
         return 1
-    if wait is None:
-        wait = sys.stdin.isatty()
+    if keep is None:
+        keep = sys.stdin.isatty()
     try:
         server = RedisServer()
     except RedisServerNotFound as error:
@@ -116,7 +124,7 @@ def main(count: int = 20, *, dashboard: bool | None = None, wait: bool | None = 
                 print(f"demo: no dashboard: {problem}")
             worker = _start(env, "run", "-r", "cogworker.demo", "-c", "5", "--log-level", "INFO")
             children.append(("worker", worker))
-            return _drive(server, worker, count, wait)
+            return _drive(server, worker, count, keep)
         finally:
             for label, child in reversed(children):
                 _stop(label, child)
@@ -157,7 +165,7 @@ def _stop(label: str, child: subprocess.Popen[bytes]) -> None:
 
 
 def _drive(
-    server: RedisServer, worker: subprocess.Popen[bytes], count: int, wait: bool
+    server: RedisServer, worker: subprocess.Popen[bytes], count: int, keep: bool
 ) -> int:
     config = cogworker.Config(redis_url=server.url)
     cogworker.set_default_config(config)
@@ -185,7 +193,7 @@ def _drive(
         f"demo: processed={processed} failed attempts={failed} "
         f"retry set={client.zcard(keys.RETRY)} dead set={client.zcard(keys.DEAD)}"
     )
-    if wait and worker.poll() is None:
+    if keep and worker.poll() is None:
         _keep_up(worker)
     print("demo: stopping the worker with TERM (running jobs finish, the rest go back)")
     return 0 if settled else 1
