@@ -137,7 +137,7 @@ def test_a_hostile_class_name_is_escaped_in_the_list_and_on_its_page(
     assert link is not None
     detail = client.get(html_module.unescape(link.group(1))).text
     assert "<img src=x" not in detail
-    assert f'<h1 class="mono job-class">{markupsafe.escape(HOSTILE)}</h1>' in detail
+    assert f'<h1><span class="mono job-class">{markupsafe.escape(HOSTILE)}</span></h1>' in detail
     cards = inner_html(detail, "class-cards")
     assert re.search(r"Executions</span><span class=\"card-value\">1<", cards)
     assert re.search(r"Failures</span><span class=\"card-value\">1<", cards)

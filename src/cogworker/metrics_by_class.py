@@ -23,14 +23,10 @@ import enum
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import redis
 
 from cogworker import keys, scripts
-
-if TYPE_CHECKING:
-    from cogworker.scripts import Batch
 
 STEPS_PER_DOUBLING = 4
 FLOOR_US = 100  # bucket 0: anything under 0.1 ms
@@ -168,7 +164,7 @@ class Tallies(dict[str, Tally]):
             tally = self[job_class] = Tally()
         tally.add_run(seconds, failed)
 
-    def queue(self, batch: Batch, now: float | None = None) -> int | None:
+    def queue(self, batch: scripts.Batch, now: float | None = None) -> int | None:
         """Queue the write of these runs on ``batch`` (one script call); the position of its
         reply, or None when there is nothing to write."""
         if not self:
@@ -184,6 +180,16 @@ class Tallies(dict[str, Tally]):
             args += (field_of(job_class), tally.encode())
         spans = [keys.class_metrics_minute(stamp // 60), keys.class_metrics_hour(stamp // 3600)]
         return batch.script(_record, spans, args)
+
+    def write(self, client: redis.Redis, now: float | None = None) -> None:
+        """Write these runs as finished at ``now`` in a round trip of their own (a seeder's
+        or a test's; workers queue them in their bookkeeping batch instead)."""
+        batch = scripts.Batch(client)
+        at = self.queue(batch, now)
+        if at is not None:
+            reply = batch.execute()[at]
+            if isinstance(reply, Exception):
+                raise reply
 
 
 # -- reading (the dashboard) ---------------------------------------------------------------
