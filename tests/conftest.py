@@ -20,6 +20,9 @@ from cogworker import testing
 from cogworker.redis_server import RedisServer
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from playwright.sync_api import Browser
     from runtime_support import AclServer
 
 
@@ -109,6 +112,22 @@ def b(redis_url: str, r: redis.Redis) -> Iterator[redis.Redis]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def browser(pytestconfig: pytest.Config) -> Browser:
+    """The session's one Chromium (``web_support.shared_browser``), for the browser tests."""
+    from web_support import shared_browser  # imported here: web_support imports conftest
+
+    return shared_browser(pytestconfig)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where a browser test module saves its screenshots (``web_support.screenshot_dir``)."""
+    from web_support import screenshot_dir
+
+    return screenshot_dir(tmp_path_factory)
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01) -> Any:

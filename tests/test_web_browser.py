@@ -22,9 +22,7 @@ from web_support import (
     plant_process,
     plant_work,
     push,
-    screenshot_dir,
     serve,
-    shared_browser,
 )
 
 import cogworker
@@ -71,16 +69,6 @@ def served(config: cogworker.Config) -> Iterator[Served]:
     """The dashboard under uvicorn in a thread (Live refreshes every second)."""
     with serve(config, live_update_interval=1) as running:
         yield running
-
-
-@pytest.fixture
-def browser(pytestconfig: pytest.Config) -> Browser:
-    return shared_browser(pytestconfig)
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshot_dir(tmp_path_factory)
 
 
 def seed(r: redis.Redis) -> None:

@@ -16,7 +16,7 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page
 from runtime_support import StartWorker
-from web_support import Served, open_page, screenshot_dir, serve, shared_browser
+from web_support import Served, open_page, serve
 from web_workers_support import start_worker
 
 import cogworker
@@ -45,16 +45,6 @@ READ_LINE = """(name) => {
 def served(config: cogworker.Config) -> Iterator[Served]:
     with serve(config, live_update_interval=INTERVAL) as running:
         yield running
-
-
-@pytest.fixture
-def browser(pytestconfig: pytest.Config) -> Browser:
-    return shared_browser(pytestconfig)
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshot_dir(tmp_path_factory)
 
 
 def hourly(r: redis.Redis) -> tuple[list[int], list[int]]:

@@ -12,7 +12,7 @@ import pytest
 import redis
 from playwright.sync_api import Browser, expect
 from starlette.responses import Response
-from web_support import Served, open_page, screenshot_dir, serve, shared_browser
+from web_support import Served, open_page, serve
 
 import cogworker
 from cogworker.web.extensions import Action, Routes
@@ -59,16 +59,6 @@ def served(config: cogworker.Config) -> Iterator[Served]:
     with serve(config, live_update_interval=1) as running:
         running.dashboard.register(Notes(), name="notes", tab="Notes", index="notes")
         yield running
-
-
-@pytest.fixture
-def browser(pytestconfig: pytest.Config) -> Browser:
-    return shared_browser(pytestconfig)
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return screenshot_dir(tmp_path_factory)
 
 
 @pytest.mark.parametrize("js", [True, False], ids=["js", "no-js"])

@@ -17,7 +17,7 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page, expect
 from runtime_support import StartWorker, holds, listening
-from web_support import Served, Watched, add_to_set, open_page, push, serve, shared_browser
+from web_support import Served, Watched, add_to_set, open_page, push, serve
 from web_workers_support import quiet_flag, start_worker
 
 import cogworker
@@ -36,11 +36,6 @@ _start_worker = start_worker  # the fixture, from the Workers tab's tests
 def served(config: cogworker.Config) -> Iterator[Served]:
     with serve(config, live_update_interval=INTERVAL) as running:
         yield running
-
-
-@pytest.fixture
-def browser(pytestconfig: pytest.Config) -> Browser:
-    return shared_browser(pytestconfig)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html as html_module
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,6 @@ from web_support import (
     forms,
     jids,
     job,
-    make_dash,
     panel_of,
     post,
     push,
@@ -30,7 +28,6 @@ from web_support import (
     submit,
 )
 
-import cogworker
 from cogworker import api, keys, wire
 from cogworker.web.tabs.jobs import ROUTES
 
@@ -38,15 +35,7 @@ _dash = pytest.fixture(name="dash")(web_support.dashboard)
 _client = pytest.fixture(name="client")(web_support.dashboard_client)
 
 
-@pytest.fixture
-def sessionless(config: cogworker.Config) -> Iterator[Any]:
-    """A client on a dashboard without a session: notices travel in the redirect."""
-    dashboard = make_dash(config, builtin_session=False)
-    try:
-        with client_for(dashboard) as test_client:
-            yield test_client
-    finally:
-        dashboard.close()
+_sessionless = pytest.fixture(name="sessionless")(web_support.sessionless_client)
 
 
 def shown_after(client: Any, answer: Any, js: bool) -> str:

@@ -6,7 +6,7 @@ unreadable, awkward pjids, and refusals (cross-site, GET)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,14 +31,7 @@ def shown_after(client: Any, answer: Any, js: bool) -> str:
     return str(client.get(answer.headers["location"]).text)
 
 
-@pytest.fixture
-def sessionless(config: cogworker.Config) -> Iterator[Any]:
-    dashboard = make_dash(config, builtin_session=False)
-    try:
-        with client_for(dashboard) as test_client:
-            yield test_client
-    finally:
-        dashboard.close()
+_sessionless = pytest.fixture(name="sessionless")(web_support.sessionless_client)
 
 
 # -- run now ---------------------------------------------------------------------------------

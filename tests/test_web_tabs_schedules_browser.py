@@ -19,7 +19,7 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page, expect
 from runtime_support import Worker, holds
-from web_support import Served, Watched, open_page, serve, shared_browser
+from web_support import Served, Watched, open_page, serve
 
 import cogworker
 from cogworker import keys
@@ -123,11 +123,6 @@ def visit(browser: Browser, served: Served) -> Iterator[Any]:
             watched.assert_clean()
         finally:
             watched.close()
-
-
-@pytest.fixture
-def browser(pytestconfig: pytest.Config) -> Browser:
-    return shared_browser(pytestconfig)
 
 
 def row(page: Page, job_class: str) -> Any:

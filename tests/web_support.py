@@ -80,6 +80,17 @@ def dashboard_client(dash: Dashboard) -> Iterator[TestClient]:
         yield test_client
 
 
+def sessionless_client(config: cogworker.Config) -> Iterator[TestClient]:
+    """Body of a fixture: a client on a dashboard without a session, where notices travel in
+    the redirect."""
+    dashboard = make_dash(config, builtin_session=False)
+    try:
+        with client_for(dashboard) as test_client:
+            yield test_client
+    finally:
+        dashboard.close()
+
+
 def post(
     client: TestClient, path: str, data: Any = None, *, hx: bool = False, **headers: str
 ) -> httpx.Response:
