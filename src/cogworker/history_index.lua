@@ -3,7 +3,8 @@
 --
 -- KEYS[1] cogworker:history:all     the runs (members: entries, scores: finish times)
 -- KEYS[2] ...:history:index:time    ref -> finish time (every indexed run)
--- KEYS[3] ...:history:index:duration <tie><ref> -> duration in ms (equal ones newest first)
+-- KEYS[3] ...:history:index:duration <time><ref> -> duration in ms (read highest first,
+--         equal ones come newest first)
 -- KEYS[4] ...:history:index:rows    hash: ref -> the run's index values (to unindex it)
 -- KEYS[5] ...:history:index:meta    hash: cursor (finish time the catch-up has read up to)
 -- ARGV[1] prefix of the per-value sets (then <column>:<lowercased value>), scored by time
@@ -53,6 +54,8 @@ end
 
 -- the tie part of a sort member: ascending order puts the newest run first
 local function tie(score) return string.format('%017.4f', 1e11 - tonumber(score)) end
+-- the same for the duration set, whose natural order is descending
+local function time_tie(score) return string.format('%017.4f', tonumber(score)) end
 
 local function duration_of(entry)
   local stored = entry['duration']
@@ -95,7 +98,7 @@ local function add(member, score)
   if redis.call('ZSCORE', KEYS[2], ref) then return 0 end
   local fields = row_of(member, score)
   redis.call('ZADD', KEYS[2], score, ref)
-  redis.call('ZADD', KEYS[3], fields[2], tie(score) .. ref)
+  redis.call('ZADD', KEYS[3], fields[2], time_tie(score) .. ref)
   for i, column in ipairs(EQUAL_COLUMNS) do
     redis.call('ZADD', BY .. column .. ':' .. fields[i + 2], score, ref)
     redis.call('ZADD', VALUES .. column, 0, fields[i + 2])
@@ -113,7 +116,7 @@ local function drop(ref)
   redis.call('ZREM', KEYS[2], ref)
   if not row then return 0 end
   local fields = split(row)
-  redis.call('ZREM', KEYS[3], tie(fields[1]) .. ref)
+  redis.call('ZREM', KEYS[3], time_tie(fields[1]) .. ref)
   for i, column in ipairs(EQUAL_COLUMNS) do
     local key = BY .. column .. ':' .. fields[i + 2]
     redis.call('ZREM', key, ref)
@@ -205,7 +208,7 @@ end
 -- the member naming a ref in a set: the duration set's carry the tie first
 local function member_of(key, ref)
   if key ~= KEYS[3] then return ref end
-  return tie(redis.call('ZSCORE', KEYS[2], ref)) .. ref
+  return time_tie(redis.call('ZSCORE', KEYS[2], ref)) .. ref
 end
 
 local function holds(source, ref)

@@ -5,8 +5,15 @@ extension (``cogworker.web.extensions``), the way a host adds its own."""
 from __future__ import annotations
 
 from cogworker.web.site import Tab
-from cogworker.web.tabs import jobs, metrics, overview, schedules, workers
+from cogworker.web.tabs import history, jobs, metrics, overview, schedules, workers
 
-BUILTIN_TABS: tuple[Tab, ...] = (overview.TAB, jobs.TAB, schedules.TAB, workers.TAB, metrics.TAB)
+BUILTIN_TABS: tuple[Tab, ...] = (
+    overview.TAB,
+    jobs.TAB,
+    schedules.TAB,
+    workers.TAB,
+    history.TAB,
+    metrics.TAB,
+)
 
 __all__ = ["BUILTIN_TABS", "Tab"]
