@@ -162,9 +162,26 @@ def test_the_hour_sums_sixty_minutes_and_the_day_twenty_four_hours(r: redis.Redi
     assert len(day.points) == 24 and day.total.executions == 3
 
 
+@pytest.mark.parametrize("offset", [0, 1, 9, 10, 59])
+def test_the_hours_total_is_exactly_its_sixty_minutes_wherever_the_ten_minutes_fall(
+    r: redis.Redis, offset: int
+) -> None:
+    now = (int(NOW) // 600 * 600) + offset * 60 + 30  # ``offset`` minutes past a boundary
+    for back in range(75):
+        tallies = Tallies()
+        tallies.add_run("Report", 0.001 * (back + 1), failed=back % 2 == 0)
+        record(r, tallies, now - back * 60)
+    total = metrics_by_class.summaries(r, Period.HOUR, now).classes["Report"]
+    assert (total.executions, total.failures) == (60, 30)
+    assert total.max_us == 60_000  # the oldest minute in the hour, not the one before it
+    detail = metrics_by_class.detail(r, "Report", Period.HOUR, now).total
+    assert detail == total
+    assert len(Period.HOUR.total_keys(now)) <= 15
+
+
 def test_a_value_that_is_not_a_tally_is_counted_as_unreadable_not_raised(r: redis.Redis) -> None:
-    minute = keys.class_metrics_minute(int(NOW) // 60)
-    r.hset(minute, mapping={"Broken": "not a tally", "Fine": "2 0 300 200 5 2"})
+    for key in (keys.class_metrics_minute(int(NOW) // 60), Period.HOUR.total_keys(NOW)[-1]):
+        r.hset(key, mapping={"Broken": "not a tally", "Fine": "2 0 300 200 5 2"})
     summary = metrics_by_class.summaries(r, Period.HOUR, NOW)
     assert summary.unreadable == 1 and set(summary.classes) == {"Fine"}
     assert metrics_by_class.detail(r, "Broken", Period.HOUR, NOW).unreadable == 1

@@ -186,8 +186,9 @@ def test_a_class_with_no_runs_shows_empty_charts_not_an_error(client: Any) -> No
 
 
 def test_an_unreadable_stored_value_is_reported_not_a_500(client: Any, r: redis.Redis) -> None:
-    minute = metrics_by_class.Period.HOUR.key(metrics_by_class.Period.HOUR.starts()[-1])
-    r.hset(minute, "Broken", "garbage")
+    hour = metrics_by_class.Period.HOUR
+    for key in (hour.key(hour.starts()[-1]), hour.total_keys()[-1]):
+        r.hset(key, "Broken", "garbage")
     page = client.get("/class_metrics")
     assert page.status_code == 200 and "Not read: 1 stored value" in page.text
     detail = client.get("/class_metrics/class?class=Broken")

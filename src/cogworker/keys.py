@@ -45,8 +45,9 @@ HISTORY_INDEX_META = "cogworker:history:index:meta"
 HISTORY_INDEX_VALUES_PREFIX = "cogworker:history:index:values:"
 HISTORY_INDEX_BY_PREFIX = "cogworker:history:index:by:"
 HISTORY_INDEX_SORT_PREFIX = "cogworker:history:index:sort:"
-# per job class metrics: Python-side only, one hash per minute and one per hour
+# per job class metrics: Python-side only, one hash per minute, per ten minutes and per hour
 CLASS_METRICS_MINUTE_PREFIX = "cogworker:class_metrics:minute:"
+CLASS_METRICS_TEN_MINUTES_PREFIX = "cogworker:class_metrics:ten_minutes:"
 CLASS_METRICS_HOUR_PREFIX = "cogworker:class_metrics:hour:"
 STATUS_PREFIX = "status:"
 
@@ -134,6 +135,12 @@ def class_metrics_minute(minute: int) -> str:
     """Per job class counts and execution-time histograms of one minute
     (``floor(epoch / 60)``), kept ``CLASS_METRICS_MINUTE_TTL`` seconds."""
     return f"{CLASS_METRICS_MINUTE_PREFIX}{minute}"
+
+
+def class_metrics_ten_minutes(block: int) -> str:
+    """The same for ten minutes (``floor(epoch / 600)``), kept ``CLASS_METRICS_MINUTE_TTL``:
+    the last hour's totals read 6 of these and at most 9 minutes, not 60 minutes."""
+    return f"{CLASS_METRICS_TEN_MINUTES_PREFIX}{block}"
 
 
 def class_metrics_hour(hour: int) -> str:

@@ -1,8 +1,9 @@
--- Adds one batch of runs to the per job class metrics of a minute and of an hour.
+-- Adds one batch of runs to the per job class metrics of a minute, ten minutes and an hour.
 --
 -- KEYS[1]  the minute's hash (field: job class, value: its tally)
--- KEYS[2]  the hour's hash (same layout)
--- ARGV[1]  the minute hash's TTL in seconds
+-- KEYS[2]  the ten minutes' hash (same layout)
+-- KEYS[3]  the hour's hash (same layout)
+-- ARGV[1]  the minute and ten-minute hashes' TTL in seconds
 -- ARGV[2]  the hour hash's TTL in seconds
 -- ARGV[3]  the most classes one hash holds; runs of further classes go to ARGV[4]
 -- ARGV[4]  the field those further classes share
@@ -53,7 +54,7 @@ local written = 0
 for at = 5, #ARGV - 1, 2 do
   local new = parse(ARGV[at + 1])
   if #new >= 4 then
-    for key_at = 1, 2 do
+    for key_at = 1, 3 do
       local key = KEYS[key_at]
       local class = ARGV[at]
       local old = redis.call('HGET', key, class)
@@ -67,5 +68,6 @@ for at = 5, #ARGV - 1, 2 do
   end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[3], ARGV[2])
 return written
