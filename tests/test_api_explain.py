@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 import redis
+from api_support import client
 from runtime_support import closing_pools, command_calls, commands_since, redis_time
 
-import cogworker
 from cogworker import api, keys, locks, wire
 from cogworker.api import Place, Why
+
+_fixtures = (client,)  # from api_support, named here for pytest
 
 _close_pools = pytest.fixture(autouse=True)(closing_pools)
 
@@ -39,11 +41,6 @@ def lpush(r: redis.Redis, queue: str, *jobs: dict[str, Any]) -> None:
     """Push in order: the first job given is the next to run."""
     r.lpush(keys.queue(queue), *(wire.dumps(job) for job in jobs))
     r.sadd(keys.QUEUES, queue)
-
-
-@pytest.fixture
-def client(config: cogworker.Config) -> redis.Redis:
-    return config.redis()
 
 
 def whys(found: api.Explanation) -> list[Why]:

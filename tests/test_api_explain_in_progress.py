@@ -10,18 +10,15 @@ from typing import Any
 
 import pytest
 import redis
+from api_support import client
 from runtime_support import closing_pools
 
-import cogworker
 from cogworker import api, keys, wire
 from cogworker.api import Place, Why
 
+_fixtures = (client,)  # from api_support, named here for pytest
+
 _close_pools = pytest.fixture(autouse=True)(closing_pools)
-
-
-@pytest.fixture
-def client(config: cogworker.Config) -> redis.Redis:
-    return config.redis()
 
 
 def payload(**fields: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from api_support import client, producer
 from conftest import wait_for
 from runtime_support import (
     Worker,
@@ -24,6 +25,8 @@ from runtime_support import (
 import cogworker
 from cogworker import api, keys
 from cogworker.api import Place, Why
+
+_fixtures = (client, producer)  # from api_support, named here for pytest
 
 JOBS_MODULE = '''
 """Jobs for the explain tests; status and history are on."""
@@ -82,16 +85,6 @@ def start_worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[Sta
             return workers.start(args, cogworker_env(redis_url))
 
         yield start
-
-
-@pytest.fixture
-def client(config: cogworker.Config) -> redis.Redis:
-    return config.redis()
-
-
-@pytest.fixture
-def producer(config: cogworker.Config) -> cogworker.Client:
-    return cogworker.Client(config)
 
 
 def reason(found: api.Explanation, why: Why) -> api.Reason:

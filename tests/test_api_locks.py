@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis
+from api_support import client
 from runtime_support import closing_pools, command_calls, commands_since
 
 import cogworker
@@ -19,12 +20,9 @@ from cogworker import api, keys, locks, wire
 from cogworker.api import queues as api_queues
 from cogworker.api import sets as api_sets
 
+_fixtures = (client,)  # from api_support, named here for pytest
+
 _close_pools = pytest.fixture(autouse=True)(closing_pools)
-
-
-@pytest.fixture
-def client(config: cogworker.Config) -> redis.Redis:
-    return config.redis()
 
 
 def unique(n: int, **fields: Any) -> dict[str, Any]:

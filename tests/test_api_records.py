@@ -13,9 +13,12 @@ import json
 
 import pytest
 import redis
+from api_support import client
 from runtime_support import run_cogworker
 
 from cogworker import api, keys, wire
+
+_fixtures = (client,)  # from api_support, named here for pytest
 
 UNREADABLE: dict[str, bytes] = {
     "invalid-utf8": b'{"class":"Api::Job","args":["caf\xe9"],"queue":"default","jid":"x1"}',
@@ -27,11 +30,6 @@ UNREADABLE: dict[str, bytes] = {
     "nan": b'{"class":"Api::Job","args":[NaN],"queue":"default","jid":"x2"}',
 }
 CASES = list(UNREADABLE)
-
-
-@pytest.fixture
-def client(config: object) -> redis.Redis:
-    return config.redis()  # type: ignore[attr-defined,no-any-return]
 
 
 def pseudo_jid(stored: bytes) -> str:
