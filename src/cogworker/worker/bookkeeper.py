@@ -11,8 +11,10 @@ but not yet acknowledged when its process is killed is recovered and runs again:
 is the time of one round trip. Registrations and counters are best-effort.
 
 ``queue_counts`` is the one place that counts jobs processed and failed; burials outside a
-processor count through it too (``count_burial``). Each run's job class and execution time ride
-in the same pipeline, as one script call per batch (``metrics_by_class``), also best-effort.
+processor count through it too (``count_burial``). Each run's job class and execution time
+are summed here and ride in the same pipeline as one script call (``metrics_by_class``) at most
+every ``METRICS_EVERY`` seconds and whenever the minute turns, so a busy worker adds one call a
+second, not one a batch; an idle one sends what is left after that second. Also best-effort.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ logger = logging.getLogger("cogworker")
 
 ACK_ATTEMPTS = 3
 UNACKED_RETRY = 0.5
+METRICS_EVERY = 1.0  # seconds between sends of the per-class metrics, at most
 
 
 def queue_counts(pipe: Pipeline, *, processed: int = 0, failed: int = 0) -> None:
@@ -79,6 +82,7 @@ class _Batch:
     processed: int = 0
     failed: int = 0
     classes: Tallies = field(default_factory=Tallies)  # the runs by job class, for metrics
+    classes_since: float = 0.0  # when the first of them finished (epoch): their minute
 
     def __bool__(self) -> bool:
         return bool(self.acks or self.workers or self.processed or self.failed or self.classes)
@@ -94,6 +98,9 @@ class Bookkeeper:
         self._ledger = ledger
         self._unacked: dict[str, Work] = {}  # failed acks, retried every UNACKED_RETRY
         self._batch = _Batch()
+        self._metrics = Tallies()  # runs not sent yet, since _metrics_since
+        self._metrics_since = 0.0
+        self._metrics_now = False  # flush asked for them
         self._cond = threading.Condition()
         self._stopping = False
         self._in_flight = False
@@ -123,7 +130,9 @@ class Bookkeeper:
             self._batch.processed += processed
             self._batch.failed += failed
             if job_class is not None:
-                self._batch.classes.add_run(job_class, seconds, failed > 0)
+                if not self._metrics:
+                    self._metrics_since = time.time()
+                self._metrics.add_run(job_class, seconds, failed > 0)
 
     def wake(self) -> None:
         with self._cond:
@@ -158,23 +167,21 @@ class Bookkeeper:
         """Wait until everything handed over so far has been sent (tests, shutdown)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while (self._batch or self._in_flight) and time.monotonic() < deadline:
+            self._metrics_now = bool(self._metrics)
+            while (self._batch or self._in_flight or self._metrics) and time.monotonic() < deadline:
                 self._cond.notify()
                 self._cond.wait(0.01)
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._batch and not self._stopping:
-                    # acks that failed are tried again every half second, so a job whose
-                    # process is killed soon after Redis came back isn't run twice
-                    if not self._cond.wait(UNACKED_RETRY if self._unacked else None):
-                        self._batch.acks.extend(
-                            (work, ACK_ATTEMPTS - 1) for work in self._unacked.values()
-                        )
-                if not self._batch and self._stopping:
+                self._wait_for_work()
+                if not self._batch and self._stopping and not self._metrics:
                     return
                 batch, self._batch = self._batch, _Batch()
+                if self._metrics_due():
+                    batch.classes, batch.classes_since = self._metrics, self._metrics_since
+                    self._metrics, self._metrics_now = Tallies(), False
                 self._in_flight = True
             try:
                 self._send(batch)
@@ -185,6 +192,30 @@ class Bookkeeper:
                     self._in_flight = False
                     self._cond.notify_all()
 
+    def _wait_for_work(self) -> None:
+        """Wait (holding the lock) until there is a batch, metrics to send, or a stop."""
+        retry_at = time.monotonic() + UNACKED_RETRY
+        while not self._batch and not self._stopping and not self._metrics_due():
+            waits = [retry_at - time.monotonic()] if self._unacked else []
+            if self._metrics:
+                waits.append(self._metrics_since + METRICS_EVERY - time.time())
+            self._cond.wait(max(0.0, min(waits)) if waits else None)
+            # acks that failed are tried again every half second, so a job whose process is
+            # killed soon after Redis came back isn't run twice
+            if self._unacked and time.monotonic() >= retry_at and not self._batch:
+                self._batch.acks.extend((work, ACK_ATTEMPTS - 1) for work in self._unacked.values())
+
+    def _metrics_due(self) -> bool:
+        if not self._metrics:
+            return False
+        if self._stopping or self._metrics_now:
+            return True
+        now = time.time()
+        return (
+            now - self._metrics_since >= METRICS_EVERY
+            or int(now) // 60 != int(self._metrics_since) // 60
+        )
+
     # -- one round trip ----------------------------------------------------------------------
 
     def _send(self, batch: _Batch) -> None:
@@ -193,7 +224,7 @@ class Bookkeeper:
         ack_at = self._strategy.current().queue_acknowledge(commands, acks) if acks else None
         self._queue_workers(commands.pipe, batch.workers)
         queue_counts(commands.pipe, processed=batch.processed, failed=batch.failed)
-        batch.classes.queue(commands)
+        batch.classes.queue(commands, batch.classes_since)
         try:
             replies = commands.execute()
         except redis.RedisError as error:
