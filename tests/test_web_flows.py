@@ -17,7 +17,7 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page, expect
 from runtime_support import StartWorker, holds, listening
-from web_support import Served, Watched, add_to_set, open_page, push, serve
+from web_support import Served, add_to_set, push, serve, visiting
 from web_workers_support import quiet_flag, start_worker
 
 import cogworker
@@ -42,21 +42,7 @@ def served(config: cogworker.Config) -> Iterator[Served]:
 def visit(browser: Browser, served: Served) -> Iterator[Any]:
     """``visit(path, js=...)``: a watched page at ``path``; every page opened is checked for
     console errors and requests leaving 127.0.0.1 when the test ends."""
-    opened: list[Watched] = []
-
-    def open_at(path: str, *, js: bool) -> Page:
-        watched = open_page(browser, served, js=js)
-        opened.append(watched)
-        watched.page.goto(served.base + path)
-        return watched.page
-
-    yield open_at
-    for watched in opened:
-        try:
-            watched.assert_clean()
-            assert all(url.startswith(served.base + "/") for url in watched.requests)
-        finally:
-            watched.close()
+    yield from visiting(browser, served, local_only=True)
 
 
 def row_of(page: Page, jid: str) -> Any:

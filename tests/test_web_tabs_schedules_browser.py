@@ -19,7 +19,7 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page, expect
 from runtime_support import Worker, holds
-from web_support import Served, Watched, open_page, serve
+from web_support import Served, serve, visiting
 
 import cogworker
 from cogworker import keys
@@ -109,20 +109,7 @@ def worker(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[Worker]:
 
 @pytest.fixture
 def visit(browser: Browser, served: Served) -> Iterator[Any]:
-    opened: list[Watched] = []
-
-    def open_at(path: str, *, js: bool) -> Page:
-        watched = open_page(browser, served, js=js)
-        opened.append(watched)
-        watched.page.goto(served.base + path)
-        return watched.page
-
-    yield open_at
-    for watched in opened:
-        try:
-            watched.assert_clean()
-        finally:
-            watched.close()
+    yield from visiting(browser, served)
 
 
 def row(page: Page, job_class: str) -> Any:

@@ -417,3 +417,25 @@ def open_page(
 
     page.route("**/*", route)
     return watched
+
+
+def visiting(browser: Browser, served: Served, *, local_only: bool = False) -> Iterator[Any]:
+    """Body of a ``visit`` fixture: ``visit(path, js=...)`` opens a watched page at ``path``;
+    when the test ends every page opened is checked for console errors (and, with
+    ``local_only``, that each request it made went to the served dashboard), then closed."""
+    opened: list[Watched] = []
+
+    def open_at(path: str, *, js: bool) -> Page:
+        watched = open_page(browser, served, js=js)
+        opened.append(watched)
+        watched.page.goto(served.base + path)
+        return watched.page
+
+    yield open_at
+    for watched in opened:
+        try:
+            watched.assert_clean()
+            if local_only:
+                assert all(url.startswith(served.base + "/") for url in watched.requests)
+        finally:
+            watched.close()
