@@ -1,12 +1,13 @@
 """Per job class metrics: executions, failures and execution times, per minute and per hour.
 
 Workers record every run (a Python-side extra: Ruby processes neither write nor read these
-keys). The bookkeeper adds each batch's runs (``Tallies``) to three hashes in its existing
-pipeline, one script call per batch: the minute's and the ten minutes' (kept two hours) and
-the hour's (kept 26 hours), one field per job class. The dashboard's Metrics tab reads them
-back, the current minute or hour included: ``summaries`` for every class (the last hour from
-at most 9 minute hashes and 6 ten-minute ones, the last day from 24 hour hashes), ``detail``
-for one class per point (60 minutes or 24 hours).
+keys). The bookkeeper sums the runs (``Tallies``) and adds them to three hashes in its
+existing pipeline, one script call at most once a second (and when the minute turns): the
+minute's and the ten minutes' (kept two hours) and the hour's (kept 26 hours), one field per
+job class (so the dashboard is about a second behind). The dashboard's Metrics tab reads
+them back, the current minute or hour included: ``summaries`` for every class (the last hour
+from at most 9 minute hashes and 6 ten-minute ones, the last day from 24 hour hashes),
+``detail`` for one class per point (60 minutes or 24 hours).
 
 A field's value is its tally, "executions failures total_us max_us" followed by "bucket count"
 pairs. Execution time (perform through the server middleware, as the "done" log line gives it)
