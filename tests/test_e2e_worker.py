@@ -22,7 +22,6 @@ import re
 import secrets
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +37,8 @@ from runtime_support import (
     closing_producer,
     cogworker_env,
     holds,
+    kill_session,
+    spawn_cogworker,
     started_workers,
 )
 
@@ -475,23 +476,14 @@ def test_term_while_waiting_for_redis_exits_without_starting(
 
 def test_demo_runs_jobs_and_reports_one_dead(tmp_path: Path) -> None:
     out_path = tmp_path / "demo.out"
-    with open(out_path, "wb") as out:
-        demo = subprocess.Popen(
-            [sys.executable, "-m", "cogworker", "demo", "--jobs", "5"],
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    demo = spawn_cogworker(["demo", "--jobs", "5"], tmp_path, out_path, dict(os.environ))
     try:
         code = demo.wait(60)
     except subprocess.TimeoutExpired:
         code = None
     finally:
         if demo.poll() is None:
-            os.killpg(demo.pid, signal.SIGKILL)
-            demo.wait(10)
+            kill_session(demo)
     output = out_path.read_text(errors="replace")
     assert code == 0, output
     summary = re.search(

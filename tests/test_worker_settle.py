@@ -20,7 +20,6 @@ import logging
 import math
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
@@ -40,10 +39,12 @@ from runtime_support import (
     attempts_log,
     counter,
     fresh_runtime,
+    kill_session,
     pending_filing,
     queue_jobs,
     release,
     running,
+    spawn_cogworker,
     stopped_at_teardown,
     zset_entries,
 )
@@ -620,16 +621,7 @@ def test_cli_loads_the_app_before_starting_any_thread(
     (tmp_path / "hard_app.py").write_text(APP)
     env = {**os.environ, "REDIS_URL": redis_url}
     log = tmp_path / "worker.out"
-    with open(log, "wb") as out:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "cogworker", "run", "-r", "hard_app.py", "-c", "2", "-t", "2"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = spawn_cogworker(["run", "-r", "hard_app.py", "-c", "2", "-t", "2"], tmp_path, log, env)
     try:
         producer = cogworker.Config(redis_url=redis_url)
         try:
@@ -642,8 +634,7 @@ def test_cli_loads_the_app_before_starting_any_thread(
         assert worker.wait(15) == 0
     finally:
         if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(10)
+            kill_session(worker)
         print(log.read_text(errors="replace"))
 
 
