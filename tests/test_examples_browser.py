@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-import uvicorn
-from conftest import wait_for
 from playwright.sync_api import Browser
-from web_support import CHROMIUM, Served, open_page, screenshot_dir
+from web_support import CHROMIUM, Served, open_page, screenshot_dir, serve_app
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -45,18 +41,10 @@ def serve_site(config: cogworker.Config) -> Iterator[Served]:
     """The example's web app (examples.web) under uvicorn in a thread on 127.0.0.1."""
     from examples.web import make_site
 
-    site, port = make_site(config), free_port()
-    server = uvicorn.Server(uvicorn.Config(site, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    wait_for(lambda: server.started, timeout=15)
+    site = make_site(config)
     dashboard = site.routes[1].app  # type: ignore[attr-defined]
-    try:
-        yield Served(f"http://127.0.0.1:{port}", port, dashboard)
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        dashboard.close()
+    with serve_app(site, dashboard) as served:
+        yield served
 
 
 @pytest.fixture

@@ -353,10 +353,16 @@ class Served:
 def serve(config: cogworker.Config, **settings: Any) -> Iterator[Served]:
     """The dashboard under uvicorn in a thread on 127.0.0.1."""
     dashboard = make_dash(config, **settings)
+    with serve_app(dashboard, dashboard) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serve_app(app: Any, dashboard: Dashboard) -> Iterator[Served]:
+    """``app`` (the dashboard, or a site that mounts it) under uvicorn in a thread on
+    127.0.0.1; the dashboard is closed once the server has stopped."""
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(dashboard, host="127.0.0.1", port=port, log_level="warning")
-    )
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
     wait_for(lambda: server.started, timeout=15)
