@@ -69,7 +69,9 @@ def test_an_extension_tab_shows_up_and_works(
     page = watched.page
     page.goto(served.base + "/overview")
     tabs = page.locator("nav.cw-tabs a")
-    expect(tabs).to_have_text(["Overview", "Jobs", "Schedules", "Workers", "Notes"])
+    expect(tabs).to_have_text(
+        ["Overview", "Jobs", "Schedules", "Workers", "History", "Metrics", "Notes"]
+    )  # the built-in tabs, then the extension's
     tabs.filter(has_text="Notes").click()
     page.wait_for_url(served.base + "/notes")
     expect(page.locator('nav.cw-tabs a[aria-current="page"]')).to_have_text("Notes")
