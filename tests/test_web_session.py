@@ -20,6 +20,7 @@ from cogworker import keys
 from cogworker.config import ConfigError
 from cogworker.web import WebSettings
 from cogworker.web import settings as web_settings
+from cogworker.web.application import Dashboard
 from cogworker.web.session import COOKIE_NAME, CookieSession, sign, unsign
 
 Scope = MutableMapping[str, Any]
@@ -40,6 +41,16 @@ class SessionWriter:
         await self.app(scope, receive, send)
 
 
+def get_once(dashboard: Dashboard, path: str = "/workers", app: Any = None) -> Any:
+    """GET ``path`` once through ``app`` (the dashboard itself unless given), then close the
+    dashboard."""
+    try:
+        with client_for(app or dashboard) as test_client:
+            return test_client.get(path)
+    finally:
+        dashboard.close()
+
+
 def cookie_names(answer: Any) -> list[str]:
     return [value.split("=", 1)[0] for value in answer.headers.get_list("set-cookie")]
 
@@ -49,11 +60,7 @@ def test_without_a_host_session_the_builtin_cookie_is_the_only_one(
 ) -> None:
     dashboard = make_dash(config)
     dashboard.use(SessionWriter)
-    try:
-        with client_for(dashboard) as test_client:
-            answer = test_client.get("/workers")
-    finally:
-        dashboard.close()
+    answer = get_once(dashboard)
     assert answer.status_code == 200
     assert cookie_names(answer) == [COOKIE_NAME]
     cookie = answer.headers["set-cookie"]
@@ -67,11 +74,7 @@ def test_a_host_session_in_front_wins(config: cogworker.Config) -> None:
         routes=[Mount("/cogworker", dashboard)],
         middleware=[Middleware(CookieSession, secret=HOST_SECRET, cookie_name="host.session")],
     )
-    try:
-        with client_for(host) as test_client:
-            answer = test_client.get("/cogworker/workers")
-    finally:
-        dashboard.close()
+    answer = get_once(dashboard, "/cogworker/workers", app=host)
     assert answer.status_code == 200
     assert cookie_names(answer) == ["host.session"]
     value = answer.headers["set-cookie"].split(";")[0].split("=", 1)[1]
@@ -84,22 +87,14 @@ def test_a_session_middleware_added_with_use_replaces_the_builtin_one(
     dashboard = make_dash(config)
     dashboard.use(CookieSession, secret=HOST_SECRET, cookie_name="app.session")
     dashboard.use(SessionWriter)
-    try:
-        with client_for(dashboard) as test_client:
-            answer = test_client.get("/workers")
-    finally:
-        dashboard.close()
+    answer = get_once(dashboard)
     assert cookie_names(answer) == ["app.session"]
 
 
 def test_builtin_session_off_sets_no_cookie(config: cogworker.Config) -> None:
     dashboard = make_dash(config, builtin_session=False)
     dashboard.use(SessionWriter)
-    try:
-        with client_for(dashboard) as test_client:
-            answer = test_client.get("/workers")
-    finally:
-        dashboard.close()
+    answer = get_once(dashboard)
     assert answer.status_code == 200
     assert cookie_names(answer) == []
 
@@ -110,11 +105,7 @@ def test_the_secret_comes_from_the_environment(
     monkeypatch.setenv("COGWORKER_SESSION_SECRET", "x" * 64)
     dashboard = cogworker.web.app(config)
     dashboard.use(SessionWriter)
-    try:
-        with client_for(dashboard) as test_client:
-            answer = test_client.get("/workers")
-    finally:
-        dashboard.close()
+    answer = get_once(dashboard)
     value = answer.headers["set-cookie"].split(";")[0].split("=", 1)[1]
     assert unsign(value, "x" * 64) == {"user": "alice"}
     assert unsign(value, "y" * 64) is None
