@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from runtime_support import cogworker_log_records
 from starlette.applications import Starlette
 from starlette.routing import Mount
-from web_support import HX, client_for, form_with, make_dash, post, push
+from web_support import HX, client_for, form_with, get_once, make_dash, post, push
 
 import cogworker
 from cogworker import keys
@@ -58,6 +58,8 @@ def test_every_page_has_the_header_with_its_tab_marked(client: Any, path: str) -
         ("jobs", "Jobs"),
         ("schedules", "Schedules"),
         ("workers", "Workers"),
+        ("history", "History"),
+        ("class_metrics", "Metrics"),
     ]
     assert f'href="{path}" aria-current="page"' in nav
     assert nav.count("aria-current") == 1
@@ -225,11 +227,7 @@ def test_metrics_are_served_and_can_be_turned_off(
     assert "# TYPE cogworker_queue_size gauge" in answer.text
     assert "cogworker_busy_workers 0" in answer.text and answer.text.endswith("\n")
     dashboard = make_dash(config, metrics_enabled=False)
-    try:
-        with client_for(dashboard) as test_client:
-            off = test_client.get("/metrics")
-    finally:
-        dashboard.close()
+    off = get_once(dashboard, "/metrics")
     assert off.status_code == 404 and off.text == "Not Found"
 
 

@@ -13,14 +13,13 @@ from runtime_support import cogworker_log_records
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Mount
-from web_support import client_for, make_dash, post, push
+from web_support import client_for, get_once, make_dash, post, push
 
 import cogworker
 from cogworker import keys
 from cogworker.config import ConfigError
 from cogworker.web import WebSettings
 from cogworker.web import settings as web_settings
-from cogworker.web.application import Dashboard
 from cogworker.web.session import COOKIE_NAME, CookieSession, sign, unsign
 
 Scope = MutableMapping[str, Any]
@@ -39,16 +38,6 @@ class SessionWriter:
         if scope["type"] == "http" and "session" in scope:
             scope["session"]["user"] = "alice"
         await self.app(scope, receive, send)
-
-
-def get_once(dashboard: Dashboard, path: str = "/workers", app: Any = None) -> Any:
-    """GET ``path`` once through ``app`` (the dashboard itself unless given), then close the
-    dashboard."""
-    try:
-        with client_for(app or dashboard) as test_client:
-            return test_client.get(path)
-    finally:
-        dashboard.close()
 
 
 def cookie_names(answer: Any) -> list[str]:

@@ -18,6 +18,7 @@ from web_support import (
     client_for,
     form_with,
     forms,
+    get_once,
     inner_html,
     job,
     make_dash,
@@ -171,11 +172,7 @@ def test_the_share_of_a_large_set_is_counted_among_its_newest_entries(
     share = share_of_set(r, keys.DEAD, "beta", 100)
     assert (share.count, share.scanned, share.total, share.complete) == (50, 100, 150, False)
     dashboard = make_dash(config, queue_scan_limit=100)
-    try:
-        with client_for(dashboard) as test_client:
-            html = test_client.get("/overview?layout=b&queue=beta").text
-    finally:
-        dashboard.close()
+    html = get_once(dashboard, "/overview?layout=b&queue=beta").text
     assert "among the newest 100 of 150" in html
 
 
@@ -379,10 +376,6 @@ def test_every_action_works_on_a_queue_name_that_needs_encoding(
 def test_times_follow_the_configured_format(config: cogworker.Config, r: redis.Redis) -> None:
     push(r, "beta", enqueued_at=JAN_2)
     dashboard = make_dash(config, time_format="%d.%m.%Y")
-    try:
-        with client_for(dashboard) as test_client:
-            html = test_client.get("/overview?layout=b").text
-    finally:
-        dashboard.close()
+    html = get_once(dashboard, "/overview?layout=b").text
     assert 'datetime="2026-01-02T03:04:05Z" data-cw-time>02.01.2026</time>' in html
     assert 'data-cw-time-format="%d.%m.%Y"' in html

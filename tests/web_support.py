@@ -91,6 +91,16 @@ def sessionless_client(config: cogworker.Config) -> Iterator[TestClient]:
         dashboard.close()
 
 
+def get_once(dashboard: Dashboard, path: str = "/workers", app: Any = None) -> Any:
+    """GET ``path`` once through ``app`` (the dashboard itself unless given), then close the
+    dashboard."""
+    try:
+        with client_for(app or dashboard) as test_client:
+            return test_client.get(path)
+    finally:
+        dashboard.close()
+
+
 def post(
     client: TestClient, path: str, data: Any = None, *, hx: bool = False, **headers: str
 ) -> httpx.Response:
