@@ -280,14 +280,9 @@ def seed_history(client: redis.Redis, now: float, done: Seeded) -> None:
 
 
 def record_run(pipe: Any, retention: history.Retention, entry: dict[str, Any]) -> None:
-    """What the history middleware writes for one run, at the run's own finish time."""
-    member, outcome, finished = wire.dumps(entry), entry["status"], entry["finished_at"]
-    for key in (keys.HISTORY_ALL, history.SETS[outcome]):
-        pipe.zadd(key, {member: finished})
-        pipe.zremrangebyrank(key, 0, -(retention.max_entries + 1))
-    day = keys.history_daily(datetime.fromtimestamp(finished, UTC).strftime("%Y-%m-%d"))
-    pipe.hincrby(day, outcome, 1)
-    pipe.expire(day, retention.daily_stats_days * 86_400)
+    """What the history middleware writes for one run (its sets, day counter and the History
+    tab's index), at the run's own finish time."""
+    history.store(pipe, retention, entry)
 
 
 def seed(config: cogworker.Config) -> Seeded:

@@ -19,10 +19,12 @@
 --       returns {added, dropped}
 --   fetch <ref>...            returns {finish time, entry, ...} of the refs still stored,
 --       in order; a ref whose entry is gone is unindexed (the reply then has fewer pairs)
---   select <sort> <reverse 0|1> <offset> <limit> <n> then n sources: each
+--   select <sort> <order key> <reverse 0|1> <offset> <limit> <n> then n sources: each
 --       "set" <key> | "range" <key> <min> <max>   (min/max as ZRANGEBYSCORE takes them)
 --       the refs in every source: their total, then that page sorted by <sort> (time,
---       duration, or a row field number for a text column), ties newest first
+--       duration, or a row field number for a text column; <order key> is the set in that
+--       order): one source is read in that set's order when that costs less, else the
+--       smallest source is read whole and sorted (equal values newest first)
 --       returns {total, ref, ref, ...}
 
 local BY, VALUES, SORTS = ARGV[1], ARGV[2], ARGV[3]
@@ -225,12 +227,44 @@ local function sort_value(sort, ref)
   return row and split(row)[tonumber(sort)] or ''
 end
 
-local function select(sort, reverse, offset, limit, sources)
-  local smallest, least = 1, math.huge
-  for i, source in ipairs(sources) do
-    local count = size(source)
-    if count < least then smallest, least = i, count end
+-- the page of one source's refs in another set's order: that set is read from the nearer
+-- end, each ref asked of the source, until the page is full
+local function walk(order_key, reverse, offset, limit, source, total)
+  local stop = math.min(offset + limit, total)
+  local skip, take, backwards = offset, stop - offset, reverse
+  local from_end = offset + stop > total
+  if from_end then skip, backwards = total - stop, not reverse end
+  local found, seen, start = {}, 0, 0
+  while #found < take do
+    local chunk
+    if backwards then
+      chunk = redis.call('ZREVRANGE', order_key, start, start + 499)
+    else
+      chunk = redis.call('ZRANGE', order_key, start, start + 499)
+    end
+    if #chunk == 0 then break end
+    for _, member in ipairs(chunk) do
+      local ref = string.sub(member, -16)
+      if holds(source, ref) then
+        seen = seen + 1
+        if seen > skip then
+          found[#found + 1] = ref
+          if #found >= take then break end
+        end
+      end
+    end
+    start = start + 500
   end
+  if from_end then
+    local flipped = {}
+    for i = #found, 1, -1 do flipped[#flipped + 1] = found[i] end
+    found = flipped
+  end
+  return found
+end
+
+-- every ref of the smallest source asked of the others, then sorted: the total and a page
+local function gather(sort, reverse, offset, limit, sources, smallest)
   local matched = {}
   for _, member in ipairs(members(sources[smallest])) do
     local ref = string.sub(member, -16)
@@ -240,7 +274,9 @@ local function select(sort, reverse, offset, limit, sources)
     end
     if all then
       local time = tonumber(redis.call('ZSCORE', KEYS[2], ref)) or 0
-      matched[#matched + 1] = {ref, sort_value(sort, ref) or 0, time}
+      local value = time
+      if sort ~= 'time' then value = sort_value(sort, ref) or 0 end
+      matched[#matched + 1] = {ref, value, time}
     end
   end
   table.sort(matched, function(a, b)
@@ -256,6 +292,28 @@ local function select(sort, reverse, offset, limit, sources)
   return reply
 end
 
+local function select(sort, order_key, reverse, offset, limit, sources)
+  local smallest, least = 1, math.huge
+  for i, source in ipairs(sources) do
+    local count = size(source)
+    if count < least then smallest, least = i, count end
+  end
+  if #sources == 1 and least > 0 then
+    -- walking the order costs about (offset + limit) * runs / matches lookups (from the
+    -- nearer end), gathering about three per match
+    local runs = redis.call('ZCARD', KEYS[2])
+    local depth = math.min(offset, math.max(least - offset - limit, 0)) + limit
+    if depth * runs / least < 3 * least then
+      local reply = {least}
+      for _, ref in ipairs(walk(order_key, reverse, offset, limit, sources[1], least)) do
+        reply[#reply + 1] = ref
+      end
+      return reply
+    end
+  end
+  return gather(sort, reverse, offset, limit, sources, smallest)
+end
+
 local op = ARGV[4]
 if op == 'add' then
   local added = add(ARGV[5], ARGV[6])
@@ -265,8 +323,8 @@ elseif op == 'sync' then
 elseif op == 'fetch' then
   return fetch({unpack(ARGV, 5)})
 elseif op == 'select' then
-  local sources, at = {}, 10
-  for _ = 1, tonumber(ARGV[9]) do
+  local sources, at = {}, 11
+  for _ = 1, tonumber(ARGV[10]) do
     if ARGV[at] == 'range' then
       sources[#sources + 1] = {key = ARGV[at + 1], min = ARGV[at + 2], max = ARGV[at + 3]}
       at = at + 4
@@ -275,6 +333,6 @@ elseif op == 'select' then
       at = at + 2
     end
   end
-  return select(ARGV[5], ARGV[6] == '1', tonumber(ARGV[7]), tonumber(ARGV[8]), sources)
+  return select(ARGV[5], ARGV[6], ARGV[7] == '1', tonumber(ARGV[8]), tonumber(ARGV[9]), sources)
 end
 return redis.error_reply('history_index: unknown operation ' .. tostring(op))

@@ -17,6 +17,7 @@ is gone from the middle of the set is dropped when a page meets it (``fetch``).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -64,12 +65,26 @@ def equal_key(value: str) -> str:
     return lowered.decode("utf-8", "surrogateescape").replace("\0", "")
 
 
-def queue_add(pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_runs: int) -> None:
+def queue_add(
+    pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_runs: int
+) -> None:
     """Queue the indexing of one stored run, then the index's trim to ``cutoff`` (finish
-    time) and ``max_runs``. Sent whole (EVAL, cached by Redis): a pipeline of the background
-    writer can't reload a script Redis forgot."""
+    time) and ``max_runs``, on the background writer's pipeline.
+
+    The call goes by SHA. A pipeline can't resend a script Redis forgot (after a restart or
+    SCRIPT FLUSH), so the script is loaded ahead of the call at most every ``RELOAD_EVERY``
+    seconds per connection pool; a run whose call met NOSCRIPT in between is still stored
+    and the next read's catch-up indexes it."""
+    pool, now = id(pipe.connection_pool), time.monotonic()
+    if now - _loaded_at.get(pool, -RELOAD_EVERY) >= RELOAD_EVERY:
+        pipe.script_load(SCRIPT.source)
+        _loaded_at[pool] = now
     args = (*PREFIXES, "add", raw, repr(finished_at), repr(cutoff), max_runs, TRIM_CAP)
-    pipe.eval(SCRIPT.source, len(KEYS), *KEYS, *args)
+    pipe.evalsha(SCRIPT.sha, len(KEYS), *KEYS, *args)
+
+
+RELOAD_EVERY = 1.0
+_loaded_at: dict[int, float] = {}  # connection pool -> when the script was last loaded
 
 
 @dataclass(frozen=True)
@@ -131,11 +146,13 @@ def select(
     limit: int,
     sources: Sequence[Source],
 ) -> tuple[int, list[str]]:
-    """The total of refs in every source and the page of them sorted by ``column``: the
-    smallest source is read whole and the others are asked of each of its refs."""
-    order, _ = order_key(column)
+    """The total of refs in every source and the page of them sorted by ``column``: one
+    source is read in that column's order (from the nearer end) when that asks fewer refs,
+    else the smallest source is read whole, the others asked of each of its refs, and sorted."""
+    order, key = order_key(column)
     sort = order.value if order is not Order.TEXT else str(SORT_FIELD[column])
-    args: list[Any] = [*PREFIXES, "select", sort, int(descending), offset, limit, len(sources)]
+    args: list[Any] = [*PREFIXES, "select", sort, key, int(descending), offset, limit]
+    args.append(len(sources))
     for source in sources:
         args.extend(source.args())
     found = SCRIPT(client, KEYS, args)

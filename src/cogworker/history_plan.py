@@ -52,7 +52,44 @@ def plan_of(query: Query) -> Plan | None:
             empty = True
         elif isinstance(planned, list):
             sources.extend(planned)
-    return Plan(tuple(sources), empty)
+    return Plan(_merged(sources), empty)
+
+
+def _merged(sources: list[Source]) -> tuple[Source, ...]:
+    """One range per set: ``since`` and ``until`` on the finish time are one source."""
+    found: dict[str, Source] = {}
+    plain: list[Source] = []
+    for source in sources:
+        if source.low is None or source.high is None:
+            if source not in plain:
+                plain.append(source)
+            continue
+        known = found.get(source.key)
+        found[source.key] = source if known is None else _narrower(known, source)
+    return (*plain, *found.values())
+
+
+def _bound(text: str) -> tuple[float, bool]:
+    """A ZRANGEBYSCORE bound as (value, exclusive)."""
+    exclusive = text.startswith("(")
+    return float(text[1:] if exclusive else text), exclusive
+
+
+def _narrower(one: Source, other: Source) -> Source:
+    assert one.low is not None and one.high is not None
+    assert other.low is not None and other.high is not None
+    low_one, low_other = _bound(one.low), _bound(other.low)
+    high_one, high_other = _bound(one.high), _bound(other.high)
+    # the higher low end wins (exclusive if equal and either is), the lower high end likewise
+    low = max(low_one, low_other)
+    high = min(high_one, high_other, key=lambda bound: (bound[0], not bound[1]))
+    return Source(one.key, _text(low), _text(high))
+
+
+def _text(bound: tuple[float, bool]) -> str:
+    value, exclusive = bound
+    number = "+inf" if value == float("inf") else "-inf" if value == float("-inf") else repr(value)
+    return f"({number}" if exclusive and "inf" not in number else number
 
 
 def _filter_sources(found: ColumnFilter) -> list[Source] | str | None:

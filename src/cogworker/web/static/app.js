@@ -7,7 +7,10 @@
  *  - a form with hx-post is posted in the background and the answer replaces the content of
  *    its hx-target; with data-cw-confirm a dialog asks first;
  *  - every <time data-cw-time> shows its instant in the browser's time zone;
- *  - an element with data-cw-load fetches its content once (see loadSection).
+ *  - an element with data-cw-load fetches its content once (see loadSection);
+ *  - a link or GET form with data-cw-in-place="<selector>" redraws that container in place
+ *    (and keeps the address bar in step); a link with data-cw-backtrace opens its text in the
+ *    History backtrace dialog (see the in-place section).
  * Requests that refresh or act carry "HX-Request: true": the server answers a fragment.
  */
 (function () {
@@ -223,8 +226,7 @@
   /* -- live refresh ---------------------------------------------------------------------- */
 
   function dialogOpen() {
-    var dialog = document.getElementById("cw-confirm");
-    return !!(dialog && dialog.open);
+    return !!document.querySelector("dialog[open]");
   }
 
   function markStale(stale) {
@@ -309,6 +311,118 @@
     } else {
       post(form);
     }
+  });
+
+  /* -- in-place views (History) ----------------------------------------------------------- */
+
+  /* A link or GET form with data-cw-in-place="<selector>" fetches its view's fragment and
+   * swaps it into that container, which then refreshes from the new address; the address bar
+   * follows, and Back reloads the page it names. The form's typed fields and hidden fields
+   * follow the new address too (a sort link changes the sort the form carries). */
+  function formAddress(form) {
+    var params = new URLSearchParams();
+    Array.prototype.forEach.call(form.elements, function (field) {
+      if (!field.name || field.disabled || field.value === "") { return; }
+      if ((field.type === "radio" || field.type === "checkbox") && !field.checked) { return; }
+      params.append(field.name, field.value);
+    });
+    var query = params.toString();
+    return form.getAttribute("action") + (query ? "?" + query : "");
+  }
+
+  var TYPED = { hidden: true, text: true, search: true, number: true, "datetime-local": true };
+
+  function syncForms(address) {
+    var params = new URL(address, window.location.href).searchParams;
+    each(document, "form[data-cw-in-place]", function (form) {
+      Array.prototype.forEach.call(form.elements, function (field) {
+        if (field.name && TYPED[field.type] && field !== document.activeElement) {
+          field.value = params.get(field.name) || "";
+        }
+      });
+    });
+  }
+
+  function showInPlace(selector, address) {
+    var target = document.querySelector(selector);
+    if (!target) { window.location.assign(address); return; }
+    target.setAttribute("aria-busy", "true");
+    window.fetch(address, {
+      headers: { "HX-Request": "true" }, credentials: "same-origin", cache: "no-store"
+    }).then(fragmentOf).then(function (html) {
+      target.setAttribute("hx-get", address);
+      swap(target, html);
+      if (!(window.history.state && window.history.state.cwInPlace)) {
+        window.history.replaceState({ cwInPlace: true }, "");
+      }
+      window.history.pushState({ cwInPlace: true }, "", address);
+      syncForms(address);
+      markStale(false);
+    }).catch(function (error) {
+      toast("Could not show this view: " + error.message, "danger");
+    }).then(function () { target.removeAttribute("aria-busy"); });
+  }
+
+  window.addEventListener("popstate", function (event) {
+    if (event.state && event.state.cwInPlace) { window.location.reload(); }
+  });
+
+  var typingTimer = null;
+  function applyForm(form, delay) {
+    window.clearTimeout(typingTimer);
+    typingTimer = window.setTimeout(function () {
+      if (typeof form.checkValidity === "function" && !form.checkValidity()) { return; }
+      showInPlace(form.getAttribute("data-cw-in-place"), formAddress(form));
+    }, delay);
+  }
+
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    var form = field && field.form;
+    if (form && form.hasAttribute("data-cw-in-place") && TYPED[field.type]) { applyForm(form, 400); }
+  });
+  document.addEventListener("change", function (event) {
+    var field = event.target;
+    var form = field && field.form;
+    if (form && form.hasAttribute("data-cw-in-place") && !TYPED[field.type]) { applyForm(form, 0); }
+  });
+
+  function openBacktrace(link) {
+    var dialog = document.getElementById("history-backtrace-dialog");
+    var content = document.getElementById("history-backtrace-content");
+    if (!dialog || !content || typeof dialog.showModal !== "function") { return false; }
+    content.textContent = "Reading…";
+    dialog.showModal();
+    window.fetch(link.getAttribute("href"), {
+      headers: { "HX-Request": "true" }, credentials: "same-origin", cache: "no-store"
+    }).then(function (response) {
+      return response.text();  /* a run gone answers 404 with the text saying so */
+    }).then(function (html) {
+      /* the fragment is escaped text: parsed inertly, shown as text */
+      content.textContent = new DOMParser().parseFromString(html, "text/html").body.textContent;
+    }).catch(function (error) {
+      content.textContent = "Could not read this run: " + error.message;
+    });
+    return true;
+  }
+
+  document.addEventListener("click", function (event) {
+    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey) { return; }
+    var link = event.target instanceof Element ? event.target.closest("a[data-cw-backtrace], a[data-cw-in-place]") : null;
+    if (!link) { return; }
+    if (link.hasAttribute("data-cw-backtrace")) {
+      if (openBacktrace(link)) { event.preventDefault(); }
+      return;
+    }
+    event.preventDefault();
+    showInPlace(link.getAttribute("data-cw-in-place"), link.getAttribute("href"));
+  });
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-cw-in-place")) { return; }
+    event.preventDefault();
+    applyForm(form, 0);
   });
 
   /* -- start ----------------------------------------------------------------------------- */
