@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 from api_support import client
+from api_support import payload as api_payload
 from runtime_support import closing_pools, command_calls, commands_since, redis_time
 
 from cogworker import api, keys, locks, wire
@@ -25,16 +26,8 @@ _close_pools = pytest.fixture(autouse=True)(closing_pools)
 
 
 def payload(jid: str | None = None, **fields: Any) -> dict[str, Any]:
-    job: dict[str, Any] = {
-        "class": "Explain::Job",
-        "args": [1],
-        "queue": "default",
-        "jid": jid or wire.new_jid(),
-        "retry": True,
-        "created_at": 1_700_000_000.0,
-    }
-    job.update(fields)
-    return job
+    """The sample job of these tests: the API tests' payload, of another class."""
+    return api_payload(jid, **{"class": "Explain::Job", "args": [1], **fields})
 
 
 def lpush(r: redis.Redis, queue: str, *jobs: dict[str, Any]) -> None:
