@@ -14,8 +14,9 @@
 --   add <entry> <finish time> <cutoff> <max runs> <cap>   index one run, then trim
 --       (runs older than cutoff, then the oldest beyond max runs; at most cap dropped)
 --       returns {added 0|1, dropped}
---   sync <overlap s> <cap>    index runs of history:all the index lacks (read from the
---       cursor minus overlap, at most cap), drop refs older than its oldest run
+--   sync <overlap s> <cap>    index runs of history:all the index lacks (at most cap ahead
+--       of the cursor, and at most cap in the overlap behind it), drop refs older than its
+--       oldest run (at most cap)
 --       returns {added, dropped}
 --   fetch <ref>...            returns {finish time, entry, ...} of the refs still stored,
 --       in order; a ref whose entry is gone is unindexed (the reply then has fewer pairs)
@@ -147,11 +148,16 @@ local function trim(cutoff, max_runs, cap)
 end
 
 local function sync(overlap, cap)
-  local cursor = tonumber(redis.call('HGET', KEYS[5], 'cursor') or '-inf')
-  local from = '-inf'
-  if cursor ~= -math.huge then from = tostring(cursor - overlap) end
+  local cursor = redis.call('HGET', KEYS[5], 'cursor')
+  local added, from = 0, '-inf'
+  if cursor then
+    -- the overlap behind the cursor again (runs stamped before it, stored after), then ahead
+    local back = redis.call('ZRANGEBYSCORE', KEYS[1], tonumber(cursor) - overlap, cursor,
+      'WITHSCORES', 'LIMIT', 0, cap)
+    for i = 1, #back, 2 do added = added + add(back[i], back[i + 1]) end
+    from = '(' .. cursor
+  end
   local found = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'WITHSCORES', 'LIMIT', 0, cap)
-  local added = 0
   for i = 1, #found, 2 do added = added + add(found[i], found[i + 1]) end
   if #found > 0 then redis.call('HSET', KEYS[5], 'cursor', found[#found]) end
   local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
