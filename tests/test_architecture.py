@@ -46,6 +46,12 @@ def test_it_is_under_150_lines() -> None:
     assert len(DOC.read_text().splitlines()) < 150
 
 
+def test_no_code_span_runs_over_a_line_end() -> None:
+    """The checks below read spans line by line: one split across two lines is not read."""
+    prose = re.sub(r"^```\n.*?^```$", "", DOC.read_text(), flags=re.S | re.M)
+    assert [line for line in prose.splitlines() if line.count("`") % 2] == []
+
+
 def test_every_module_script_and_folder_it_names_exists() -> None:
     named = {w for span in spans() for w in words(span) if FILE.match(w) or FOLDER.match(w)}
     assert {"worker/manager.py", "fetch/ack.lua"} <= named  # the diagram and the prose are read
