@@ -1,6 +1,7 @@
 """The dashboard on a big Redis: 100,000 jobs in each of the scheduled, retry and dead sets and
 in a queue, a few live processes with running jobs, 1,000 cron entries (their crons all
-different) and full counters for the Overview's charts (24 hours, 182 days).
+different), full counters for the Overview's charts (24 hours, 182 days) and 100,000 history
+runs (with their index; every History view is timed in ``bench/history_pages.py``).
 
     .venv/bin/python bench/web.py [N]
 
@@ -18,10 +19,11 @@ import time
 import warnings
 from typing import Any
 
+import history_pages  # bench/ is the script's directory, first on sys.path
 import redis
 
 import cogworker
-from cogworker import keys, wire
+from cogworker import history_index, keys, wire
 from cogworker.periodic import Entry
 from cogworker.redis_server import RedisServer
 from cogworker.web import WebSettings, app
@@ -193,6 +195,9 @@ def main() -> None:
             f"filled {count:,} jobs in each of schedule, retry, dead and queue default in "
             f"{time.perf_counter() - started:.1f} s"
         )
+        history_pages.fill(client, count)
+        while history_index.sync(client).added:  # the runs' first reads, done ahead
+            pass
         dashboard = app(
             cogworker.Config(redis_url=server.url), WebSettings(session_secret="s" * 64)
         )
@@ -241,6 +246,17 @@ def run(web: TestClient, client: redis.Redis, count: int, dead_jid: str) -> None
         (f"Jobs search Dead '{dead_jid[-8:]}'", f"/jobs?status=Dead&q={dead_jid[-8:]}", False),
         ("Jobs search Dead 'é' (no prefilter)", "/jobs?status=Dead&q=%C3%A9", False),
         ("Jobs panel explanation (api.explain)", f"/jobs/explain?selected={dead_jid}", False),
+        ("History, page", "/history", True),
+        (
+            f"History, middle page ({count // 2 // per_page:,})",
+            f"/history?page={count // 2 // per_page}",
+            True,
+        ),
+        ("History sorted by duration, page", "/history?sort=duration", True),
+        ("History class = App::Job05 by duration", "/history?class=App::Job05&sort=duration", True),
+        ("History duration >= 1000 ms, page", "/history?min_ms=1000", True),
+        ("History data JSON (25 rows)", "/history/data?start=0&end=25", True),
+        ("History error contains (scan)", "/history?error=request+4242", False),
     ]
     print(
         "  what (page: full page; refresh: Live fragment)    median  target    size   "

@@ -114,17 +114,20 @@ class HistoryTab:
         view = View.of(params)
         client = self.site.redis()
         shown = Shown(history_query.page(client, view.query()), view)
-        template = "history/content.html" if is_hx(request) else "history/page.html"
+        fragment = is_hx(request)
+        # the form's suggestions are drawn with the page only: a refresh redraws the table
+        classes = [] if fragment else history_index.values(client, "class")
+        queues = [] if fragment else history_index.values(client, "queue")
         return self.site.renderer.render(
             request,
-            template,
+            "history/content.html" if fragment else "history/page.html",
             view=view,
             shown=shown,
             rows=[Row.of(run) for run in shown.page.runs],
             headers=HEADERS,
             page_sizes=PAGE_SIZES,
-            classes=history_index.values(client, "class"),
-            queues=history_index.values(client, "queue"),
+            classes=classes,
+            queues=queues,
             utc_field=utc_field,
             notice=None,
             active="history",
