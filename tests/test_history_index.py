@@ -199,3 +199,22 @@ def test_every_index_path_matches_the_scan(
         assert found.total == expected.total
         if column in ("jid", "duration", "finished_at"):  # values all different: one order
             assert [run.entry["jid"] for run in found.runs] == every[offset : offset + 10]
+
+
+def test_the_scans_raw_text_prefilter_never_changes_the_answer(r: redis.Redis) -> None:
+    spaced = (  # stored by another writer, with spaces json.dumps puts in
+        '{"jid": "s1", "class": "Caf\\u00e9Job", "queue": "q", "args": [1, 2], "status": '
+        '"failed", "started_at": 1.0, "finished_at": 2.0, "error_class": "Timeout::Error", '
+        '"error_message": "took too long"}'
+    )
+    store(r, history.Retention(), run("s2", 3.0, args=["x"]))
+    r.zadd(keys.HISTORY_ALL, {spaced: 2.0})
+    for column, needle, expected in (
+        ("error", "too long", ["s1"]),  # a plain text: the prefilter applies
+        ("error", "error: took", ["s1"]),  # spans the ": " the column adds: no prefilter
+        ("args", "1,2", ["s1"]),  # the column is compact JSON, the stored entry is not
+        ("class", "cafÉ", ["s1"]),  # escaped in the stored entry
+        ("class", "MAILER", ["s2"]),
+    ):
+        rows, _ = history.query(r, filters={column: {"type": "contains", "filter": needle}})
+        assert [row["jid"] for row in rows] == expected, (column, needle)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,10 @@ TEXT_KINDS = (
 MAX_LIMIT = 1000
 
 _NUMBERS = (int, float)  # exact types: a bool is not a time
+# texts that show in a stored entry exactly as in the column's value: no JSON escape, no
+# separator the column adds (": " between an error's class and message, ", " in args)
+_PLAIN = re.compile(r"[A-Za-z0-9_.@+\-](?:[A-Za-z0-9_.@+\- ]*[A-Za-z0-9_.@+\-])?")
+_PLAIN_ARGS = re.compile(r"[A-Za-z0-9_.@+\-]+")
 
 
 def duration_ms(started_at: float, finished_at: float) -> int:
@@ -233,6 +238,22 @@ class Query:
     def plain(self) -> bool:
         """Newest (or oldest) first with no filter: one range of a set, no index needed."""
         return self.jid is None and not self.filters and self.sort.column == "finished_at"
+
+    def needles(self) -> tuple[str, ...]:
+        """Lowercased texts every matching run's stored entry holds verbatim (``contains``
+        conditions every match must meet, of letters, digits and ``_.@+-``, with inner
+        spaces except in args): the scan skips an entry lacking one without parsing it."""
+        found = []
+        for column_filter in self.filters:
+            if column_filter.any_of and len(column_filter.conditions) > 1:
+                continue
+            for condition in column_filter.conditions:
+                wanted = "" if condition.wanted is None else str(condition.wanted)
+                pattern = _PLAIN_ARGS if column_filter.column == "args" else _PLAIN
+                plain = condition.kind == "contains" and not condition.numeric
+                if plain and pattern.fullmatch(wanted):
+                    found.append(wanted.lower())
+        return tuple(found)
 
     def matches(self, entry: dict[str, Any], *, status_known: bool = False) -> bool:
         """Whether the run is on this query's page; ``status_known``: it was read from the

@@ -204,6 +204,7 @@ def _scan(source: _RedisSource | _MemorySource, wanted: Query, path: Path) -> Pa
     keeps equal values newest first in both directions."""
     key = SETS[wanted.status]
     needle = f'"jid":{wire.dumps(wanted.jid)}' if wanted.jid else None
+    texts = wanted.needles()
     found: list[Run] = []
     start = 0
     while True:
@@ -211,6 +212,10 @@ def _scan(source: _RedisSource | _MemorySource, wanted: Query, path: Path) -> Pa
         for raw, score in chunk:
             if needle is not None and needle not in raw:
                 continue
+            if texts:
+                lowered = raw.lower()
+                if not all(text in lowered for text in texts):
+                    continue
             run = run_of(raw, score)
             if wanted.matches(run.entry, status_known=True):
                 found.append(run)
