@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.exceptions import NoScriptError
 
 from cogworker import failure, history_index, keys, status_writer, testing, wire
 from cogworker.config import Config
@@ -157,7 +158,10 @@ def record(
         return
     pipe = client.pipeline(transaction=False)
     _queue_record(pipe, retention, member, outcome, finished_at)
-    pipe.execute()
+    for reply in pipe.execute(raise_on_error=False):
+        # a Redis that forgot the index's script: the run is stored, the next read indexes it
+        if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
+            raise reply
 
 
 class HistoryMiddleware:
