@@ -105,6 +105,7 @@ def test_sort_and_filter_in_place_and_open_a_backtrace(
     page.locator("a.history-error-link").click()
     dialog = page.locator("#history-backtrace-dialog")
     expect(dialog).to_be_visible()
+    expect(page.locator("#history-backtrace-title")).to_have_text("Billing · boom1")
     content = page.locator("#history-backtrace-content")
     expect(content).to_have_text(
         "Timeout::Error: <b>took too long</b>\n\n"

@@ -391,6 +391,8 @@
     var dialog = document.getElementById("history-backtrace-dialog");
     var content = document.getElementById("history-backtrace-content");
     if (!dialog || !content || typeof dialog.showModal !== "function") { return false; }
+    var title = document.getElementById("history-backtrace-title");
+    if (title) { title.textContent = link.getAttribute("data-cw-title") || "Backtrace"; }
     content.textContent = "Reading…";
     dialog.showModal();
     window.fetch(link.getAttribute("href"), {
