@@ -30,7 +30,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import api, history, keys, status, wire
+from cogworker import api, history, history_index, keys, status, wire
 from cogworker.redis_server import RedisServer
 
 JOBS_MODULE = '''
@@ -341,6 +341,10 @@ def test_history_records_successes_failures_and_unknown_classes(
     start_worker(redis_url)
 
     wait_for(lambda: r.zcard(keys.HISTORY_ALL) == 4, timeout=20)
+    # the worker's writer indexed every run in the same pipeline (no read has caught up yet)
+    wait_for(lambda: r.zcard(keys.HISTORY_INDEX_TIME) == 4)
+    assert history_index.values(r, "class") == ["sh::deep", "sh::fail", "sh::missing", "sh::ok"]
+    assert r.hget(keys.HISTORY_INDEX_META, "cursor") is None
 
     entries = {entry["jid"]: entry for entry in history_entries(r)}
     assert set(entries) == {ok, fail, deep, missing}
