@@ -173,6 +173,8 @@ CASES = [
         "duration",
     ),
     ({"finished_at": {"type": "lessThan", "filter": NOW + 150}}, "jid"),
+    ({"class": {"type": "equals", "filter": "mailer"}}, "class"),  # sorted by its equality
+    ({"queue": {"type": "equals", "filter": "low"}}, "status"),
 ]
 
 
@@ -218,3 +220,21 @@ def test_the_scans_raw_text_prefilter_never_changes_the_answer(r: redis.Redis) -
     ):
         rows, _ = history.query(r, filters={column: {"type": "contains", "filter": needle}})
         assert [row["jid"] for row in rows] == expected, (column, needle)
+
+
+def test_a_walk_that_finds_its_runs_further_than_their_share_gathers_them_instead(
+    r: redis.Redis,
+) -> None:
+    # the 400 runs of queue "slow" are the slowest of 5,000: read fastest first, the walk
+    # over the duration order meets none of them for 4,600 runs, past its budget
+    pipe = r.pipeline(transaction=False)
+    for i in range(5_000):
+        slow = i % 12 == 0 and i < 4_800
+        entry = run(f"w{i:04d}", NOW + i, 100_000 + i if slow else i, queue="slow" if slow else "q")
+        history.store(pipe, history.Retention(), entry)
+    pipe.execute()
+    sort = [{"colId": "duration", "sort": "asc"}]
+    slow_only = {"queue": {"type": "equals", "filter": "slow"}}
+    found = page(r, Query.parse(sort=sort, filters=slow_only, limit=10))
+    assert found.path is Path.INDEX and found.total == 400
+    assert [run.entry["jid"] for run in found.runs] == [f"w{i:04d}" for i in range(0, 120, 12)]

@@ -216,7 +216,9 @@ end
 -- the member naming a ref in a set: the duration set's carry the tie first
 local function member_of(key, ref)
   if key ~= KEYS[3] then return ref end
-  return time_tie(redis.call('ZSCORE', KEYS[2], ref)) .. ref
+  local time = redis.call('ZSCORE', KEYS[2], ref)
+  if not time then return ref end -- not indexed: no member names it
+  return time_tie(time) .. ref
 end
 
 local function holds(source, ref)
@@ -234,8 +236,9 @@ local function sort_value(sort, ref)
 end
 
 -- the page of one source's refs in another set's order: that set is read from the nearer
--- end, each ref asked of the source, until the page is full
-local function walk(order_key, reverse, offset, limit, source, total)
+-- end, each ref asked of the source, until the page is full; nil once it has asked budget
+-- refs (the source's refs lie further in that order than their share suggested)
+local function walk(order_key, reverse, offset, limit, source, total, budget)
   local stop = math.min(offset + limit, total)
   local skip, take, backwards = offset, stop - offset, reverse
   local from_end = offset + stop > total
@@ -249,6 +252,7 @@ local function walk(order_key, reverse, offset, limit, source, total)
       chunk = redis.call('ZRANGE', order_key, start, start + 499)
     end
     if #chunk == 0 then break end
+    if start >= budget then return nil end
     for _, member in ipairs(chunk) do
       local ref = string.sub(member, -16)
       if holds(source, ref) then
@@ -310,11 +314,12 @@ local function select(sort, order_key, reverse, offset, limit, sources)
     local runs = redis.call('ZCARD', KEYS[2])
     local depth = math.min(offset, math.max(least - offset - limit, 0)) + limit
     if depth * runs / least < 3 * least then
-      local reply = {least}
-      for _, ref in ipairs(walk(order_key, reverse, offset, limit, sources[1], least)) do
-        reply[#reply + 1] = ref
+      local found = walk(order_key, reverse, offset, limit, sources[1], least, 3 * least + 1000)
+      if found then
+        local reply = {least}
+        for _, ref in ipairs(found) do reply[#reply + 1] = ref end
+        return reply
       end
-      return reply
     end
   end
   return gather(sort, reverse, offset, limit, sources, smallest)

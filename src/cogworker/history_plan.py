@@ -35,7 +35,13 @@ class Plan:
             return False
         if self.sources[0].key == keys.HISTORY_INDEX_DURATION:
             return column == "duration"
-        return column == "finished_at"
+        return column == "finished_at" or self.equal_in(column)
+
+    def equal_in(self, column: str) -> bool:
+        """Whether the one source is an equality on ``column`` (every run in it has the same
+        value there, but for the case of its letters)."""
+        prefix = keys.history_index_by(column, "")
+        return len(self.sources) == 1 and self.sources[0].key.startswith(prefix)
 
 
 def plan_of(query: Query) -> Plan | None:

@@ -142,7 +142,10 @@ def _indexed(client: redis.Redis, wanted: Query, plan: Plan) -> Page:
     if not plan.sources:
         total, refs = history_index.ordered_page(client, column, descending, start, stop)
     elif plan.ranked_in(column):
-        total, refs = history_index.ranked_page(client, plan.sources[0], descending, start, stop)
+        # sorted by the column it is equal on: equal values, newest first ascending (as in
+        # that column's sort set), oldest first descending
+        newest_first = not descending if plan.equal_in(column) else descending
+        total, refs = history_index.ranked_page(client, plan.sources[0], newest_first, start, stop)
     else:
         total, refs = history_index.select(
             client, column, descending, wanted.offset, wanted.limit, plan.sources
