@@ -8,10 +8,13 @@ A page takes one of four paths (``Path``):
   queue, a range of finish time or duration, an exact jid; see ``history_index``), in any
   sort. One filter in its own order (a class newest first, a duration range by duration, a
   time range by time) or no filter in any order is read by rank: a deep page costs what the
-  first does. Several filters, or one in another order, read the smallest of them whole;
+  first does. One filter in another order walks that order's set from the nearer end while
+  that asks fewer runs than reading the filter's; several filters read the smallest whole
+  and ask the others of each run in it; the runs of a jid are read and sorted here;
 * ``SCAN``: any other condition (text ``contains`` and the like, ``notEqual``, an ``OR``):
   the status's set is read newest first in chunks, every entry tested (its cost grows with
-  the history);
+  the history; a ``contains`` text that shows verbatim in stored entries skips the entries
+  lacking it before parsing);
 * ``MEMORY``: in a testing mode the same scan over ``testing.memory``, whatever client.
 
 An entry written before ``duration`` existed gets the same value from its stamps
