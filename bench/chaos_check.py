@@ -629,10 +629,14 @@ class Checker:
             self.rows.append(row)
 
     def _orphaned_runs(self, jid: str) -> int:
+        """Runs of ``jid`` whose process was killed before their ack: still running, or
+        completed with the ack held back (each left the job in a dead process's list)."""
         count = 0
         for execution in self.by_jid.get(jid, []):
             proc = self.data.procs.get(execution.pid)
-            if execution.end is None and proc is not None and proc.how in ("kill9", "stuck"):
+            if proc is None or proc.how not in ("kill9", "stuck"):
+                continue
+            if execution.end is None or self._ended_unacked(execution, proc) is not None:
                 count += 1
         return count
 
@@ -980,10 +984,38 @@ class Checker:
                     "whose release couldn't be sent either; it expires after unique_lock_ttl"
                 )
                 continue
+            stranded = self._release_stranded(owner)
+            if stranded is not None:
+                row.details.append(f"{key}: held by jid {owner}: {stranded}")
+                continue
             self.fail(row, f"{key} still held by jid {owner}")
         for key, owner in cron.items():
             self.fail(row, f"{key} still held by jid {owner}")
         self.rows.append(row)
+
+    def _release_stranded(self, jid: str) -> str | None:
+        """Why the lock of a job that completed is still held, if its release was stranded: it
+        completed while Redis was unreachable (the release waits to be sent again) and its
+        process was killed -9 before it could be. The lock then expires after
+        unique_lock_ttl."""
+        runs = [e for e in self.by_jid.get(jid, []) if e.end is not None and e.result == "ok"]
+        if not runs:
+            return None
+        last = max(runs, key=lambda e: e.start)
+        proc = self.data.procs.get(last.pid)
+        if proc is None or proc.how != "kill9" or proc.ended is None:
+            return None
+        assert last.end is not None
+        faults = [f for f in self.data.faults if f.kind in CONNECTION_FAULTS or f.kind == "pause"]
+        during = [f for f in faults if f.overlaps(last.end - 0.05, proc.ended)]
+        if not during:
+            return None
+        return (
+            f"it completed in pid {proc.pid} at {self.at(last.end)} during "
+            f"{during[0].short(self.origin)}, and the pid was killed -9 "
+            f"{proc.ended - last.end:.3f}s later, before its release could be sent again; the "
+            "lock expires after unique_lock_ttl"
+        )
 
     def check_faults(self) -> None:
         kinds = Counter(f.kind for f in self.data.faults)
