@@ -172,6 +172,8 @@ def test_the_tab_shows_after_the_built_in_ones_and_is_marked_on_its_page(client:
         ("/jobs", "Jobs"),
         ("/schedules", "Schedules"),
         ("/workers", "Workers"),
+        ("/history", "History"),
+        ("/class_metrics", "Metrics"),
         ("/reports", "Reports"),
     ]
     assert '<a href="/reports" aria-current="page">Reports</a>' in html
@@ -186,7 +188,7 @@ def test_tabs_can_be_changed_directly(dash: Dashboard, client: Any) -> None:
     dash.tabs["Docs"] = "reports/docs"
     del dash.tabs["Jobs"]
     labels = [label for _, label in nav_of(client.get("/overview").text)]
-    assert labels == ["Overview", "Schedules", "Workers", "Reports", "Docs"]
+    assert labels == ["Overview", "Schedules", "Workers", "History", "Metrics", "Reports", "Docs"]
 
 
 def test_under_a_prefix_every_link_of_the_extension_follows_it(dash: Dashboard) -> None:
@@ -210,6 +212,8 @@ def test_built_in_tabs_and_metrics_are_registrations_too(dash: Dashboard, client
         "jobs",
         "schedules",
         "workers",
+        "history",
+        "class_metrics",
         "prometheus_exporter",
         "save_session",
         "reports",
