@@ -300,6 +300,7 @@ def test_the_explanation_says_where_the_job_is_and_why_it_waits(
         "backtrace": ["Traceback (most recent call last):", '  File "jobs.py", line 3'],
     }
     r.zadd(keys.HISTORY_FAILED, {wire.dumps(failed_run): 2.0})
+    r.zadd(keys.HISTORY_ALL, {wire.dumps(failed_run): 2.0})  # every writer records both
     page = client.get(selection_link(client.get("/jobs").text, "stuck")).text
     loader = re.search(r'data-cw-load="([^"]+)"', page)
     assert loader is not None and "Explain</a>" in page  # the page doesn't read it itself
