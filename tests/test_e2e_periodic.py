@@ -2,7 +2,7 @@
 (``-C``, with short intervals) against a real Redis.
 
 * three processes share a per-second schedule: every slot runs exactly once (the one long
-  test, about 70 s, marked slow);
+  test, about a minute, marked slow);
 * kill -9 of the process running an ``until_executed`` entry: nothing else starts until the
   run is recovered and finishes, then slots run again;
 * a push refused after a won claim (ACL) runs on a later tick once allowed;
@@ -169,7 +169,7 @@ def starts(client: redis.Redis) -> list[list[str]]:
 def test_three_processes_run_every_slot_of_a_per_second_schedule_exactly_once(
     fleet: Fleet, r: redis.Redis
 ) -> None:
-    """About 70 s: 31 slots two seconds apart, each raced by three tickers. The slots span
+    """About a minute: 31 slots two seconds apart, each raced by three tickers. The slots span
     62 s, so the run crosses a minute boundary of the per-second schedule and outlives the
     20 s slot lock three times over; both are what more slots would add, and a shorter period
     would leave a loaded machine's tickers less than a second to keep up."""
