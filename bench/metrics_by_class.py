@@ -2,7 +2,7 @@
 job doing one Redis command (to compare the worker with and without recording them).
 
     .venv/bin/python bench/metrics_by_class.py tab [CLASSES]
-    PYTHONPATH=<tree>/src .venv/bin/python bench/metrics_by_class.py drain [JOBS]
+    PYTHONPATH=<tree>/src .venv/bin/python bench/metrics_by_class.py drain [JOBS] [incr|noop]
 
 ``tab``: CLASSES (200) classes, each run in every one of the last 120 minutes and 24 hours
 (as a busy day leaves it: every minute, ten-minute and hour hash holds every class, each tally
@@ -11,10 +11,13 @@ the server's time to answer (the app called in-process, median of 5), the answer
 the Redis commands one Live refresh costs (INFO commandstats before and after; the commands a
 script runs count, the EVALSHA too). Target: under 100 ms each.
 
-``drain``: JOBS (20,000) jobs that each run one INCR, enqueued first, then one worker process
-(concurrency 10, reliable fetch, per-job logging off) timed from its spawn until the last ran,
-as bench/worker.py's W2 does for no-op jobs. It runs whichever cogworker PYTHONPATH names, so
-the same script measures a tree before per-class metrics and one after.
+``drain``: JOBS (20,000) jobs that each run one INCR (or nothing: ``noop``), enqueued first,
+then one worker process (concurrency 10, reliable fetch, per-job logging off) timed from its
+spawn until the last ran, as bench/worker.py's W2 does for no-op jobs. Besides the rate it
+gives the CPU time the worker process used (user + system, start-up included) and Redis's
+(INFO cpu) per job: on a shared machine these vary far less than wall-clock time. It runs
+whichever cogworker PYTHONPATH names, so the same script measures a tree before per-class
+metrics and one after.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ class IncrJob(cogworker.Job):
 
     def perform(self):
         cogworker.default_config().redis().incr("bench:incr")
+
+
+class NoopJob(cogworker.Job):
+    name = "NoopJob"
+
+    def perform(self):
+        pass
 '''
 
 
@@ -137,14 +147,21 @@ def tab(classes: int) -> None:
 # -- the drain -------------------------------------------------------------------------------
 
 
-def drain(count: int) -> None:
+def redis_cpu(client: redis.Redis) -> float:
+    found = client.info("cpu")
+    return float(found["used_cpu_user"]) + float(found["used_cpu_sys"])
+
+
+def drain(count: int, kind: str) -> None:
+    job_class = {"incr": "IncrJob", "noop": "NoopJob"}[kind]
     with RedisServer() as server, tempfile.TemporaryDirectory() as home:
         Path(home, "incr_jobs.py").write_text(INCR_JOBS)
         config = cogworker.Config(redis_url=server.url)
         client = config.redis()
         cogworker.Client(config).push_bulk(
-            {"class": "IncrJob", "queue": "default", "args": []} for _ in range(count)
+            {"class": job_class, "queue": "default", "args": []} for _ in range(count)
         )
+        redis_before = redis_cpu(client)
         env = {**os.environ, "REDIS_URL": server.url}
         started = time.perf_counter()
         flags = ["run", "-r", "incr_jobs", "-c", "10", "--log-level", "WARNING"]
@@ -160,13 +177,18 @@ def drain(count: int) -> None:
                     raise TimeoutError("the drain did not finish")
                 time.sleep(0.002)
             elapsed = time.perf_counter() - started
+            redis_spent = redis_cpu(client) - redis_before
         finally:
             worker.terminate()
-            worker.wait(60)
-        assert int(client.get("bench:incr") or 0) == count
+        _, _, usage = os.wait4(worker.pid, 0)
+        worker.returncode = 0  # reaped above
+        assert kind == "noop" or int(client.get("bench:incr") or 0) == count
+        worker_spent = usage.ru_utime + usage.ru_stime
         print(
-            f"drain {count:,} one-INCR jobs (concurrency 10, incl. worker start): "
-            f"{elapsed:.2f} s = {count / elapsed:,.0f} jobs/s  [{cogworker.__file__}]"
+            f"drain {count:,} {kind} jobs (concurrency 10, incl. worker start): "
+            f"{elapsed:.2f} s = {count / elapsed:,.0f} jobs/s; CPU per job: worker "
+            f"{worker_spent / count * 1e6:.1f} us, Redis {redis_spent / count * 1e6:.1f} us  "
+            f"[{cogworker.__file__}]"
         )
 
 
@@ -175,7 +197,10 @@ def main() -> None:
     if mode == "tab":
         tab(int(sys.argv[2]) if len(sys.argv) > 2 else 200)
     elif mode == "drain":
-        drain(int(sys.argv[2]) if len(sys.argv) > 2 else 20_000)
+        drain(
+            int(sys.argv[2]) if len(sys.argv) > 2 else 20_000,
+            sys.argv[3] if len(sys.argv) > 3 else "incr",
+        )
     else:
         raise SystemExit(f"unknown mode {mode!r}: tab or drain")
 
