@@ -65,9 +65,7 @@ def equal_key(value: str) -> str:
     return lowered.decode("utf-8", "surrogateescape").replace("\0", "")
 
 
-def queue_add(
-    pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_runs: int
-) -> None:
+def queue_add(pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_runs: int) -> None:
     """Queue the indexing of one stored run, then the index's trim to ``cutoff`` (finish
     time) and ``max_runs``, on the background writer's pipeline.
 
