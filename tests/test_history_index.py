@@ -238,3 +238,16 @@ def test_a_walk_that_finds_its_runs_further_than_their_share_gathers_them_instea
     found = page(r, Query.parse(sort=sort, filters=slow_only, limit=10))
     assert found.path is Path.INDEX and found.total == 400
     assert [run.entry["jid"] for run in found.runs] == [f"w{i:04d}" for i in range(0, 120, 12)]
+
+
+def test_a_page_says_when_the_catch_up_is_behind(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(history_index, "SYNC_CAP", 10)
+    for i in range(15):
+        r.zadd(keys.HISTORY_ALL, {wire.dumps(run(f"b{i:02d}", NOW + i)): NOW + i})
+    by_duration = Query.parse(sort=[{"colId": "duration", "sort": "asc"}])
+    first = page(r, by_duration)
+    assert (first.catching_up, first.total) == (True, 10)
+    second = page(r, by_duration)
+    assert (second.catching_up, second.total) == (False, 15)

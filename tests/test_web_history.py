@@ -339,3 +339,16 @@ def test_a_run_a_ruby_process_wrote_shows_and_its_trim_is_followed(
     assert r.zcard(keys.HISTORY_INDEX_TIME) == 3
     assert not r.exists(keys.history_index_by("class", "billing"))
     assert history_index.values(r, "class") == ["mailer", "report", "rubyonly"]
+
+
+def test_the_table_says_when_the_index_is_still_catching_up(
+    client: Any, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(history_index, "SYNC_CAP", 3)
+    for i in range(5):
+        r.zadd(keys.HISTORY_ALL, {wire.dumps(run(f"c{i}", NOW + i)): NOW + i})
+    html = client.get("/history?sort=duration").text
+    assert "The index is still reading runs stored before it existed" in html
+    assert "(3 per refresh)" in html
+    html = client.get("/history?sort=duration").text
+    assert "still reading" not in html and len(rows_of(html)) == 5

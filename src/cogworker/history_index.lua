@@ -17,7 +17,7 @@
 --   sync <overlap s> <cap>    index runs of history:all the index lacks (at most cap ahead
 --       of the cursor, and at most cap in the overlap behind it), drop refs older than its
 --       oldest run (at most cap)
---       returns {added, dropped}
+--       returns {added, dropped, behind 0|1}
 --   fetch <ref>...            returns {finish time, entry, ...} of the refs still stored,
 --       in order; a ref whose entry is gone is unindexed (the reply then has fewer pairs)
 --   select <sort> <order key> <reverse 0|1> <offset> <limit> <n> then n sources: each
@@ -168,7 +168,8 @@ local function sync(overlap, cap)
   else
     stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. oldest[2], 'LIMIT', 0, cap)
   end
-  return {added, drop_all(stale)}
+  -- behind: the read ahead stopped at its cap, more runs wait for the next read
+  return {added, drop_all(stale), #found == 2 * cap and 1 or 0}
 end
 
 local function fetch(refs)

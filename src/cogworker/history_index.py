@@ -89,12 +89,13 @@ _loaded_at: dict[int, float] = {}  # connection pool -> when the script was last
 class Synced:
     added: int
     dropped: int
+    behind: bool  # the read stopped at ``SYNC_CAP``: more runs wait for the next one
 
 
 def sync(client: redis.Redis) -> Synced:
     """Index what other writers added to ``history:all``; drop what it no longer holds."""
-    added, dropped = SCRIPT(client, KEYS, [*PREFIXES, "sync", OVERLAP, SYNC_CAP])
-    return Synced(int(added), int(dropped))
+    added, dropped, behind = SCRIPT(client, KEYS, [*PREFIXES, "sync", OVERLAP, SYNC_CAP])
+    return Synced(int(added), int(dropped), bool(behind))
 
 
 def fetch(client: redis.Redis, refs: Sequence[str]) -> list[tuple[float, str]]:

@@ -23,6 +23,7 @@ An entry written before ``duration`` existed gets the same value from its stamps
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -73,6 +74,7 @@ class Page:
     runs: list[Run]
     total: int
     path: Path
+    catching_up: bool = False  # the index is still reading runs other writers stored
 
 
 def parse_entry(raw: str) -> dict[str, Any]:
@@ -98,8 +100,9 @@ def page(client: redis.Redis, wanted: Query) -> Page:
     plan = plan_of(wanted)
     if plan is None:
         return _scan(source, wanted, Path.SCAN)
-    history_index.sync(client)
-    return _indexed(client, wanted, plan)
+    synced = history_index.sync(client)
+    found = _indexed(client, wanted, plan)
+    return dataclasses.replace(found, catching_up=synced.behind) if synced.behind else found
 
 
 def query(

@@ -129,6 +129,7 @@ class HistoryTab:
             classes=classes,
             queues=queues,
             utc_field=utc_field,
+            sync_cap=history_index.SYNC_CAP,
             notice=None,
             active="history",
         )
