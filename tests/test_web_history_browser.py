@@ -136,7 +136,7 @@ def test_live_refresh_brings_a_new_run_keeping_the_view(visit: Any, r: redis.Red
     expect(jids(page)).to_have_text(["new1", "old1"], timeout=LIVE_TIMEOUT_MS)
 
 
-def test_page_with_javascript_off(visit: Any, r: redis.Redis) -> None:
+def test_page_with_javascript_off(visit: Any, r: redis.Redis, shots: Path) -> None:
     record(r, *(entry(f"p{i:02d}", NOW - 100 + i, 10 + i, "Mailer") for i in range(23)))
     page = visit("/history?per_page=10", js=False)
     expect(jids(page)).to_have_count(10)
@@ -168,6 +168,7 @@ def test_page_with_javascript_off(visit: Any, r: redis.Redis) -> None:
     page.goto(page.url.split("/history")[0] + "/history")
     page.locator("a.history-error-link").click()
     expect(page.locator("pre.history-backtrace")).to_contain_text("KeyError: gone\n\nx.py:1")
+    page.screenshot(path=str(shots / "history-run-nojs-light.png"), full_page=True)
 
 
 def test_the_seeded_example_history_light_and_dark(
