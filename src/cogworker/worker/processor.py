@@ -124,25 +124,28 @@ class Processor:
         self._bookkeeper.register(
             self.tid, wire.workers_entry(work.queue, work.raw, int(time.time()))
         )
-        counts: dict[str, Any] = {"processed": 0, "failed": 0}
+        processed = failed = 0
+        job_class: str | None = None  # once it ran: its class and time, for the metrics
+        seconds = 0.0
         try:
             logger.info("start: %s jid=%s", job["class"], work.jid)
             started = time.monotonic()
             error = self._run_job(work, outcome)
+            seconds = time.monotonic() - started
             # the class as fetched: a middleware changing the copy's doesn't move its metrics
-            counts.update(job_class=work.job["class"], seconds=time.monotonic() - started)
+            job_class = work.job["class"]
             outcome.ran = Next.INTERRUPT if error is not None else Next.ACKNOWLEDGE
             outcome.error = error
             if error is None:
-                counts["processed"] = 1
-                logger.info(
-                    "done: %s jid=%s in %.3fs", job["class"], job["jid"], counts["seconds"]
-                )
+                processed = 1
+                logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], seconds)
                 return Next.ACKNOWLEDGE
-            counts["failed"] = 1
+            failed = 1
             return self._settler.file_failure(work, outcome)
         finally:
-            self._bookkeeper.finished(self.tid, **counts)
+            self._bookkeeper.finished(
+                self.tid, processed=processed, failed=failed, job_class=job_class, seconds=seconds
+            )
 
     def _run_job(self, work: Work, outcome: Outcome) -> BaseException | None:
         job = outcome.job
