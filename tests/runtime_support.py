@@ -448,16 +448,23 @@ def cogworker_log_records() -> Iterator[list[logging.LogRecord]]:
         def emit(self, record: logging.LogRecord) -> None:
             records.append(record)
 
-    handler = Collect(logging.DEBUG)
-    target = logging.getLogger("cogworker")
-    level = target.level
-    target.addHandler(handler)
-    target.setLevel(logging.DEBUG)
-    try:
+    with cogworker_logging_to(Collect(logging.DEBUG), logging.DEBUG):
         yield records
+
+
+@contextlib.contextmanager
+def cogworker_logging_to(handler: logging.Handler, level: int) -> Iterator[None]:
+    """Inside the block the ``cogworker`` logger also writes to ``handler``, at ``level``;
+    afterwards its handlers and level are as they were."""
+    target = logging.getLogger("cogworker")
+    before = target.level
+    target.addHandler(handler)
+    target.setLevel(level)
+    try:
+        yield
     finally:
         target.removeHandler(handler)
-        target.setLevel(level)
+        target.setLevel(before)
 
 
 class Worker:

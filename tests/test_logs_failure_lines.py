@@ -25,6 +25,7 @@ from runtime_support import (
     Worker,
     all_settled,
     cogworker_env,
+    cogworker_logging_to,
     counter,
     fresh_runtime,
     release,
@@ -118,15 +119,8 @@ def formatted_log() -> Iterator[io.StringIO]:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logs.LineFormatter())
-    target = logging.getLogger("cogworker")
-    level = target.level
-    target.addHandler(handler)
-    target.setLevel(logging.INFO)
-    try:
+    with cogworker_logging_to(handler, logging.INFO):
         yield stream
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)
 
 
 def records(text: str) -> list[list[str]]:
