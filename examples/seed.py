@@ -27,6 +27,7 @@ import redis
 
 import cogworker
 from cogworker import connection, history, keys, wire
+from cogworker.metrics_by_class import Tallies
 from cogworker.periodic import Entry
 from examples.jobs import FlakyJob, GreetingJob, LowPriorityJob
 
@@ -243,11 +244,12 @@ def hourly_runs(hour: int, chooser: random.Random) -> int:
 def seed_history(client: redis.Redis, now: float, done: Seeded) -> None:
     """Runs over the 24 hourly buckets ending now (about one in eight failed, with its
     backtrace), with the counters a worker bumps for each (hourly throughput, daily runs,
-    totals), and daily counters alone for the month before."""
+    totals, per-class metrics), and daily counters alone for the month before."""
     chooser = random.Random(12)
     retention = history.Retention(max_entries=500)
     pipe = client.pipeline(transaction=False)
     current, recorded = int(now) // 3600, 0
+    by_minute: dict[int, Tallies] = {}  # the runs' per-class metrics, as workers record them
     for hour in range(current - 23, current + 1):
         for _ in range(hourly_runs(hour, chooser)):
             finished = chooser.uniform(hour * 3600, min(hour * 3600 + 3600, now))
@@ -259,6 +261,8 @@ def seed_history(client: redis.Redis, now: float, done: Seeded) -> None:
             }
             failed = chooser.random() < FAILURE_SHARE
             error = raised(*chooser.choice(FAILURES)) if failed else None
+            minute = by_minute.setdefault(int(finished) // 60, Tallies())
+            minute.add_run(str(job["class"]), finished - started, failed)
             record_run(
                 pipe, retention, history.build_entry(job, "default", started, finished, error)
             )
@@ -276,6 +280,8 @@ def seed_history(client: redis.Redis, now: float, done: Seeded) -> None:
         pipe.hincrby(day, "failed", chooser.randint(0, 12))
         pipe.expire(day, retention.daily_stats_days * 86_400)
     pipe.execute()
+    for minute_number, tallies in by_minute.items():
+        tallies.write(client, minute_number * 60)
     done.add("history runs", recorded)
 
 
