@@ -26,7 +26,7 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 STAMP = VENV / ".cogworker-installed"
 # what `dev.py bench` runs by default; `dev.py bench chaos` runs the fault-injection suite
-BENCHMARKS = ("enqueue", "worker", "periodic", "api", "web")
+BENCHMARKS = ("enqueue", "worker", "periodic", "api", "web", "history_pages", "metrics_by_class")
 
 
 def run(*command: str | Path) -> None:
