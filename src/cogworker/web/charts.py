@@ -2,7 +2,7 @@
 come, light or dark through the stylesheet's classes.
 
 ``line_chart`` lays out the numbers: the y axis from 0 to a round maximum, with whole-number
-ticks; one column per x value; a polyline per series. The template (``overview/chart.html``)
+ticks; one column per x value; a polyline per series. The template (``chart.html``)
 draws it. Each column has a ``<title>`` that names the moment and every series' value, so a
 hover shows them. A table lists the same values for screen readers and for copying.
 """

@@ -30,6 +30,7 @@ HOURS = 24
 PERIODS = {"week": 7, "month": 30, "3months": 90, "6months": 182}
 PERIOD_LABELS = {"week": "Week", "month": "Month", "3months": "3 Months", "6months": "6 Months"}
 DEFAULT_PERIOD = "month"
+EMPTY_NOTE = "nothing counted in this time"  # what chart.html says of an empty chart
 
 
 def period_of(params: dict[str, Any]) -> str:
@@ -97,11 +98,15 @@ def runs_chart(client: redis.Redis, period: str) -> Chart:
 def routes(site: Site) -> list[BaseRoute]:
     def throughput(request: Request, params: dict[str, Any]) -> Response:
         chart = throughput_chart(site.redis())
-        return site.renderer.render(request, "overview/chart.html", chart=chart, unit="hour")
+        return site.renderer.render(
+            request, "chart.html", chart=chart, unit="hour", value_unit="", empty_note=EMPTY_NOTE
+        )
 
     def runs(request: Request, params: dict[str, Any]) -> Response:
         chart = runs_chart(site.redis(), period_of(params))
-        return site.renderer.render(request, "overview/chart.html", chart=chart, unit="day")
+        return site.renderer.render(
+            request, "chart.html", chart=chart, unit="day", value_unit="", empty_note=EMPTY_NOTE
+        )
 
     def throughput_data(request: Request, params: dict[str, Any]) -> Response:
         return JSONResponse(throughput_series(site.redis()), headers=NO_STORE)
