@@ -331,7 +331,8 @@ def test_unrecordable_failure_is_left_in_progress_then_filed_never_requeued(
     manager = Manager(small, new_identity())
     with running(manager):
         jid = FailJob.perform_async("unfiled")
-        wait_for(lambda: manager.ledger.pending())
+        # the settlement is pending before settle logs what happens next: wait for both
+        wait_for(lambda: manager.ledger.pending() and "next reconcile" in caplog.text)
         [raw] = r.lrange(inprogress(manager), 0, -1)
         target = pending_filing(manager, raw).target
         assert target == keys.RETRY
