@@ -75,17 +75,25 @@ def run_now(config: Config, client: redis.Redis, pjid: str, pusher: Client | Non
         "retry": value.get("retry", 0),
         "queue": queue if isinstance(queue, str) and queue else "default",
     }
-    done = RunNow(Outcome.QUEUED, item["class"], item["queue"])
     pusher = pusher or Client(config)
     if value.get("unique") != "until_executed":
         jid = pusher.push(item)
-        return RunNow(done.outcome if jid else Outcome.REFUSED, done.job_class, done.queue, jid)
+        return RunNow(Outcome.QUEUED if jid else Outcome.REFUSED, item["class"], item["queue"], jid)
+    return _push_holding_the_lock(config, client, pjid, pusher, item)
+
+
+def _push_holding_the_lock(
+    config: Config, client: redis.Redis, pjid: str, pusher: Client, item: dict[str, Any]
+) -> RunNow:
+    """The run of an ``until_executed`` entry: take its running lock, push, then let the lock
+    last until the run releases it."""
+    job_class, queue = item["class"], item["queue"]
     jid = wire.new_jid()
     lock = keys.periodic_running(pjid)
     if not client.set(lock, jid, nx=True, ex=CLAIMED_TTL):
         holder = client.get(lock)
         held = None if holder is None else str(holder)
-        return RunNow(Outcome.HELD, done.job_class, done.queue, holder=held)
+        return RunNow(Outcome.HELD, job_class, queue, holder=held)
     item.update(jid=jid, periodic_pjid=pjid, periodic_until_executed=True)
     try:
         pushed = pusher.push(item)
@@ -94,7 +102,7 @@ def run_now(config: Config, client: redis.Redis, pjid: str, pusher: Client | Non
         raise
     if pushed is None:
         _release(client, lock, jid)
-        return RunNow(Outcome.REFUSED, done.job_class, done.queue)
+        return RunNow(Outcome.REFUSED, job_class, queue)
     if pushed != jid:
         logger.warning(
             "Run now of %s: a client middleware changed the job's jid (%s -> %s); its "
@@ -115,7 +123,7 @@ def run_now(config: Config, client: redis.Redis, pjid: str, pusher: Client | Non
             CLAIMED_TTL,
             error,
         )
-    return RunNow(Outcome.QUEUED, done.job_class, done.queue, pushed)
+    return RunNow(Outcome.QUEUED, job_class, queue, pushed)
 
 
 def _release(client: redis.Redis, lock: str, jid: str) -> None:
