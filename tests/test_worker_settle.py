@@ -683,11 +683,13 @@ def test_load_app_registers_job_classes_for_a_manager_started_later(
 def test_hook_delays_are_used_exactly_with_counts_0_1_2(manager: Manager, r: redis.Redis) -> None:
     HOOK["retry_in"] = lambda count: 600 * 2**count
     with running(manager):
-        jid = HookedJob.perform_async("exact")
+        jid = None
         for attempt, delay in enumerate((600, 1200, 2400)):
-            before = time.time()
+            before = time.time()  # taken before the run can start, so before it fails
             if attempt:
                 graduate_now(r, manager.client)
+            else:
+                jid = HookedJob.perform_async("exact")
             wait_for(
                 lambda n=attempt: (
                     r.zcard(keys.RETRY) == 1
