@@ -1,0 +1,329 @@
+"""cogworker side by side with huey and dramatiq, one worker process each, on one private Redis.
+
+    .venv/bin/python bench/peers.py [--rounds N] [--jobs N] [--quick]
+
+Each system gets its own virtualenv under ``.bench-venvs/`` in the checkout (git ignores it;
+kept between runs, cogworker reinstalled from this checkout every run so its figures are the
+tree's): ``huey`` + ``redis``, ``dramatiq[redis]``, and ``pip install <checkout>``, so all three
+run as installed packages on the same redis-py without hiredis. The job body, the same in all,
+is one INCR through a client the worker process creates once (bench/peers_*.py).
+
+Per system and round: enqueue N jobs one by one (timed in the system's venv), drain them at
+concurrency 1; flush; enqueue N in bulk, drain at the system's default concurrency (cogworker
+``-c 10``, huey's consumer default ``-w 1`` so its c=1 run stands for it, dramatiq
+``--processes 1`` with its default 8 threads). A drain is timed from spawning the worker until
+the counter reaches N; the worker's CPU (user + system of its process tree, start-up included)
+and peak RSS (VmHWM summed over the tree) are read then, before it is stopped. A bare redis-py
+LPUSH loop gives the enqueue floor. Systems run in a rotated order each round; the table shows
+medians and min-max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from cogworker.redis_server import RedisServer
+
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent
+VENVS = CHECKOUT / ".bench-venvs"
+COUNTER = "peers:incr"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    module: str  # bench/peers_<module>.py
+    requirements: tuple[str, ...]
+    packages: tuple[str, ...]  # distributions whose versions the table names
+    default_concurrency: int  # 0: no worker (the bare LPUSH floor)
+
+    @property
+    def python(self) -> Path:
+        return VENVS / self.module / "bin" / "python"
+
+
+SYSTEMS = (
+    System("cogworker", "cog", (), ("cogworker", "redis"), 10),
+    System("huey", "huey", ("huey>=3", "redis"), ("huey", "redis"), 1),
+    System("dramatiq", "dramatiq", ("dramatiq[redis]",), ("dramatiq", "redis"), 8),
+    System("bare LPUSH", "bare", ("redis",), ("redis",), 0),
+)
+
+
+SETTINGS = (
+    "default c: cogworker -c 10 (its default); huey's consumer default, -w 1 thread (the c=1 run); "
+    "dramatiq --processes 1 with its default 8 threads. Per-job logging off: cogworker "
+    "--log-level WARNING, huey_consumer -q (WARNING); dramatiq logs no line per job at its "
+    "default INFO. Bulk: cogworker perform_bulk (1,000 per round trip); huey Task.map and "
+    "dramatiq group().run() enqueue one by one (neither has a bulk API); bare: 1,000 per LPUSH."
+)
+
+
+# -- virtualenvs -----------------------------------------------------------------------------
+
+
+def pip(system: System, *args: str) -> None:
+    command = [str(system.python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*command, *args], check=True)
+
+
+def prepare(system: System) -> None:
+    """Create the venv once; install its packages once (cogworker: every run, from the tree)."""
+    marker = VENVS / system.module / "peers-installed.txt"
+    wanted = "\n".join(system.requirements)
+    if not system.python.exists():
+        print(f"creating virtualenv {system.python.parent.parent} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(system.python.parent.parent)], check=True)
+    if system.module == "cog" and marker.exists():
+        print("reinstalling cogworker from this checkout (dependencies kept) ...", flush=True)
+        pip(system, "--force-reinstall", "--no-deps", str(CHECKOUT))
+    elif system.module == "cog":
+        print("installing cogworker and its dependencies from this checkout ...", flush=True)
+        pip(system, str(CHECKOUT))
+        marker.write_text(wanted)
+    elif not marker.exists() or marker.read_text() != wanted:
+        print(f"installing {', '.join(system.requirements)} for {system.name} ...", flush=True)
+        pip(system, *system.requirements)
+        marker.write_text(wanted)
+
+
+def versions(system: System) -> str:
+    code = (
+        "import importlib.metadata as m, sys; "
+        f"print(', '.join(p + ' ' + m.version(p) for p in {list(system.packages)!r}))"
+    )
+    found = subprocess.run([str(system.python), "-c", code], capture_output=True, text=True)
+    return found.stdout.strip() or f"(versions unknown: {found.stderr.strip()[-200:]})"
+
+
+# -- one worker run --------------------------------------------------------------------------
+
+
+def environment(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, "PYTHONPATH": str(HERE), "PEERS_REDIS_URL": url, "REDIS_URL": url}
+
+
+def worker_command(system: System, concurrency: int) -> list[str]:
+    python = str(system.python)
+    if system.module == "cog":
+        flags = ["-c", str(concurrency), "--log-level", "WARNING"]
+        return [python, "-m", "cogworker", "run", "-r", "peers_cog", *flags]
+    if system.module == "huey":
+        consumer = str(system.python.parent / "huey_consumer")
+        return [python, consumer, "peers_huey.huey", "-w", str(concurrency), "-q"]
+    return [python, "-m", "dramatiq", "peers_dramatiq", "--processes", "1",
+            "--threads", str(concurrency)]  # fmt: skip
+
+
+def process_tree(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+    tree, frontier = [root], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        tree += children
+        frontier = children
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system of the process and of the children it has reaped."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Drain:
+    rate: float  # jobs/s
+    cpu_us: float  # worker CPU per job
+    rss_mb: float
+
+
+def drain(system: System, client: redis.Redis, url: str, count: int, concurrency: int) -> Drain:
+    # the worker's output goes to a file shown only on failure (dramatiq logs start and stop)
+    with tempfile.TemporaryFile() as log:
+        return timed_drain(system, client, url, (count, concurrency), log)
+
+
+def timed_drain(
+    system: System, client: redis.Redis, url: str, shape: tuple[int, int], log: IO[bytes]
+) -> Drain:
+    count, concurrency = shape
+    started = time.perf_counter()
+    worker = subprocess.Popen(
+        worker_command(system, concurrency), env=environment(url), cwd=HERE,
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + max(120.0, count / 50)
+        while int(client.get(COUNTER) or 0) < count:
+            if worker.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-800:]
+                raise RuntimeError(f"{system.name} drain stopped at {client.get(COUNTER)}: {tail}")
+            time.sleep(0.002)
+        elapsed = time.perf_counter() - started
+        tree = process_tree(worker.pid)
+        cpu = sum(cpu_seconds(pid) for pid in tree)
+        rss = sum(peak_rss_mb(pid) for pid in tree)
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+    return Drain(count / elapsed, cpu / count * 1e6, rss)
+
+
+def enqueue(system: System, url: str, mode: str, count: int) -> float:
+    script = str(HERE / "peers_enqueue.py")
+    command = [str(system.python), script, system.module, mode, str(count)]
+    done = subprocess.run(
+        command, env=environment(url), cwd=HERE, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{system.name} enqueue failed: {done.stderr.strip()[-500:]}")
+    return count / float(done.stdout.strip())
+
+
+# -- rounds ----------------------------------------------------------------------------------
+
+Results = dict[tuple[str, str], list[float]]
+
+
+def record_drain(results: Results, system: System, label: str, measured: Drain) -> None:
+    results[(system.name, f"drain {label}, jobs/s")].append(measured.rate)
+    results[(system.name, f"worker CPU per job {label}, us")].append(measured.cpu_us)
+    results[(system.name, f"worker peak RSS {label}, MB")].append(measured.rss_mb)
+
+
+def run_system(system: System, client: redis.Redis, url: str, count: int, results: Results) -> None:
+    label = f"round {len(results[(system.name, 'enqueue one by one, jobs/s')]) + 1}"
+    client.flushall()
+    print(f"  {label}: {system.name} enqueue one by one ...", flush=True)
+    results[(system.name, "enqueue one by one, jobs/s")].append(enqueue(system, url, "one", count))
+    if system.default_concurrency:
+        print(f"  {label}: {system.name} drain c=1 ...", flush=True)
+        measured = drain(system, client, url, count, 1)
+        record_drain(results, system, "c=1", measured)
+    client.flushall()
+    print(f"  {label}: {system.name} enqueue bulk ...", flush=True)
+    results[(system.name, "enqueue bulk, jobs/s")].append(enqueue(system, url, "bulk", count))
+    if system.default_concurrency > 1:
+        concurrency = system.default_concurrency
+        print(f"  {label}: {system.name} drain c={concurrency} (default) ...", flush=True)
+        measured = drain(system, client, url, count, concurrency)
+    if system.default_concurrency:
+        record_drain(results, system, "default c", measured)
+    client.flushall()
+
+
+def run_rounds(rounds: int, count: int, client: redis.Redis, url: str) -> Results:
+    results: Results = defaultdict(list)
+    for round_index in range(rounds):
+        shift = round_index % len(SYSTEMS)
+        order = SYSTEMS[shift:] + SYSTEMS[:shift]
+        names = ", ".join(system.name for system in order)
+        print(f"round {round_index + 1}/{rounds} ({count:,} jobs; order: {names})", flush=True)
+        for system in order:
+            run_system(system, client, url, count, results)
+    return results
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+def cell(values: list[float]) -> str:
+    if not values:
+        return "-"
+    digits = 1 if max(values) < 100 else 0
+    median = f"{statistics.median(values):,.{digits}f}"
+    if len(values) == 1:
+        return median
+    return f"{median} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+
+
+def table(results: Results) -> str:
+    metrics = list(dict.fromkeys(metric for _, metric in results))
+    header = "| | " + " | ".join(system.name for system in SYSTEMS) + " |"
+    lines = [header, "|---" * (len(SYSTEMS) + 1) + "|"]
+    for metric in metrics:
+        cells = [cell(results.get((system.name, metric), [])) for system in SYSTEMS]
+        lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def machine(server: RedisServer) -> str:
+    cpu = "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    redis_version = ".".join(str(part) for part in server.version)
+    packages = "; ".join(f"{system.name}: {versions(system)}" for system in SYSTEMS)
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, redis-server {redis_version}; {packages}"
+    )
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20,000)")
+    parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.jobs = 1, 2_000
+    if args.rounds < 1 or args.jobs < 1:
+        parser.error("--rounds and --jobs must be at least 1")
+    return args
+
+
+def main() -> None:
+    args = arguments()
+    VENVS.mkdir(exist_ok=True)
+    for system in SYSTEMS:
+        prepare(system)
+    with RedisServer() as server:
+        client = redis.Redis.from_url(server.url)
+        print(f"redis-server {'.'.join(map(str, server.version))} on {server.url}", flush=True)
+        results = run_rounds(args.rounds, args.jobs, client, server.url)
+        print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
+        print(table(results))
+        print(f"\n{SETTINGS}")
+        print(f"\nMachine: {machine(server)}")
+
+
+if __name__ == "__main__":
+    main()

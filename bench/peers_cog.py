@@ -1,0 +1,41 @@
+"""cogworker's side of bench/peers.py: the INCR job and its two ways to enqueue.
+
+Imported inside the benchmark's own cogworker virtualenv, never the checkout's: the worker
+loads it with ``-r``, bench/peers_enqueue.py calls ``enqueue_one`` / ``enqueue_bulk``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import redis
+
+import cogworker
+
+URL = os.environ["PEERS_REDIS_URL"]
+COUNTER = "peers:incr"
+# one client per process, created at import as a real app's would be
+counter_client = redis.Redis.from_url(URL)
+
+
+class IncrJob(cogworker.Job):
+    name = "IncrJob"
+
+    def perform(self) -> None:
+        counter_client.incr(COUNTER)
+
+
+def _configure() -> None:
+    cogworker.set_default_config(cogworker.Config(redis_url=URL))
+
+
+def enqueue_one(count: int) -> None:
+    _configure()
+    for _ in range(count):
+        IncrJob.perform_async()
+
+
+def enqueue_bulk(count: int) -> None:
+    """``perform_bulk``: one round trip per 1,000 jobs."""
+    _configure()
+    IncrJob.perform_bulk([[] for _ in range(count)])

@@ -1,0 +1,33 @@
+"""huey's side of bench/peers.py: the INCR task and its two ways to enqueue.
+
+The consumer loads it as ``huey_consumer peers_huey.huey``. huey has no bulk enqueue:
+``Task.map`` (measured as its "bulk") calls the single enqueue, one LPUSH, per item.
+"""
+
+from __future__ import annotations
+
+import os
+
+import redis
+from huey import RedisHuey
+
+URL = os.environ["PEERS_REDIS_URL"]
+COUNTER = "peers:incr"
+counter_client = redis.Redis.from_url(URL)
+
+# huey's defaults otherwise (blocking BRPOP fetch, results kept unless None)
+huey = RedisHuey("peers", url=URL)
+
+
+@huey.task()
+def incr() -> None:
+    counter_client.incr(COUNTER)
+
+
+def enqueue_one(count: int) -> None:
+    for _ in range(count):
+        incr()
+
+
+def enqueue_bulk(count: int) -> None:
+    incr.map([() for _ in range(count)])
