@@ -1,6 +1,6 @@
 """cogworker side by side with huey and dramatiq, one worker process each, on one private Redis.
 
-    .venv/bin/python bench/peers.py [--rounds N] [--jobs N] [--quick]
+    .venv/bin/python bench/peers.py [--rounds N] [--jobs N] [--pickups N] [--quick]
 
 Each system gets its own virtualenv under ``.bench-venvs/`` in the checkout (git ignores it;
 kept between runs, cogworker reinstalled from this checkout every run so its figures are the
@@ -23,47 +23,20 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import redis
+from peers_latency import Idle, measure_idle
+from peers_systems import CHECKOUT, COUNTER, SYSTEMS, VENVS, System, enqueue, running
 
 from cogworker.redis_server import RedisServer
-
-HERE = Path(__file__).resolve().parent
-CHECKOUT = HERE.parent
-VENVS = CHECKOUT / ".bench-venvs"
-COUNTER = "peers:incr"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-@dataclass(frozen=True)
-class System:
-    name: str
-    module: str  # bench/peers_<module>.py
-    requirements: tuple[str, ...]
-    packages: tuple[str, ...]  # distributions whose versions the table names
-    default_concurrency: int  # 0: no worker (the bare LPUSH floor)
-
-    @property
-    def python(self) -> Path:
-        return VENVS / self.module / "bin" / "python"
-
-
-SYSTEMS = (
-    System("cogworker", "cog", (), ("cogworker", "redis"), 10),
-    System("huey", "huey", ("huey>=3", "redis"), ("huey", "redis"), 1),
-    System("dramatiq", "dramatiq", ("dramatiq[redis]",), ("dramatiq", "redis"), 8),
-    System("bare LPUSH", "bare", ("redis",), ("redis",), 0),
-)
-
 
 SETTINGS = (
     "default c: cogworker -c 10 (its default); huey's consumer default, -w 1 thread (the c=1 run); "
@@ -111,54 +84,7 @@ def versions(system: System) -> str:
     return found.stdout.strip() or f"(versions unknown: {found.stderr.strip()[-200:]})"
 
 
-# -- one worker run --------------------------------------------------------------------------
-
-
-def environment(url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return {**env, "PYTHONPATH": str(HERE), "PEERS_REDIS_URL": url, "REDIS_URL": url}
-
-
-def worker_command(system: System, concurrency: int) -> list[str]:
-    python = str(system.python)
-    if system.module == "cog":
-        flags = ["-c", str(concurrency), "--log-level", "WARNING"]
-        return [python, "-m", "cogworker", "run", "-r", "peers_cog", *flags]
-    if system.module == "huey":
-        consumer = str(system.python.parent / "huey_consumer")
-        return [python, consumer, "peers_huey.huey", "-w", str(concurrency), "-q"]
-    return [python, "-m", "dramatiq", "peers_dramatiq", "--processes", "1",
-            "--threads", str(concurrency)]  # fmt: skip
-
-
-def process_tree(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields[1])
-    tree, frontier = [root], [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier]
-        tree += children
-        frontier = children
-    return tree
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + system of the process and of the children it has reaped."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+# -- one drain -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -169,51 +95,18 @@ class Drain:
 
 
 def drain(system: System, client: redis.Redis, url: str, count: int, concurrency: int) -> Drain:
-    # the worker's output goes to a file shown only on failure (dramatiq logs start and stop)
-    with tempfile.TemporaryFile() as log:
-        return timed_drain(system, client, url, (count, concurrency), log)
-
-
-def timed_drain(
-    system: System, client: redis.Redis, url: str, shape: tuple[int, int], log: IO[bytes]
-) -> Drain:
-    count, concurrency = shape
+    """Timed from the worker's spawn until the counter reaches count; CPU and RSS read then."""
     started = time.perf_counter()
-    worker = subprocess.Popen(
-        worker_command(system, concurrency), env=environment(url), cwd=HERE,
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + max(120.0, count / 50)
-        while int(client.get(COUNTER) or 0) < count:
-            if worker.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                tail = log.read().decode(errors="replace")[-800:]
-                raise RuntimeError(f"{system.name} drain stopped at {client.get(COUNTER)}: {tail}")
-            time.sleep(0.002)
+    with running(system, url, concurrency) as worker:
+        reached = lambda: int(client.get(COUNTER) or 0) >= count  # noqa: E731
+        worker.wait_until(reached, max(120.0, count / 50), f"{count:,} jobs")
         elapsed = time.perf_counter() - started
-        tree = process_tree(worker.pid)
-        cpu = sum(cpu_seconds(pid) for pid in tree)
-        rss = sum(peak_rss_mb(pid) for pid in tree)
-    finally:
-        worker.terminate()
-        try:
-            worker.wait(60)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        cpu, rss = worker.cpu_seconds(), worker.peak_rss_mb()
     return Drain(count / elapsed, cpu / count * 1e6, rss)
 
 
-def enqueue(system: System, url: str, mode: str, count: int) -> float:
-    script = str(HERE / "peers_enqueue.py")
-    command = [str(system.python), script, system.module, mode, str(count)]
-    done = subprocess.run(
-        command, env=environment(url), cwd=HERE, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{system.name} enqueue failed: {done.stderr.strip()[-500:]}")
-    return count / float(done.stdout.strip())
+def enqueue_rate(system: System, url: str, mode: str, count: int) -> float:
+    return count / enqueue(system, url, mode, count)
 
 
 # -- rounds ----------------------------------------------------------------------------------
@@ -227,18 +120,20 @@ def record_drain(results: Results, system: System, label: str, measured: Drain) 
     results[(system.name, f"worker peak RSS {label}, MB")].append(measured.rss_mb)
 
 
-def run_system(system: System, client: redis.Redis, url: str, count: int, results: Results) -> None:
-    label = f"round {len(results[(system.name, 'enqueue one by one, jobs/s')]) + 1}"
+def run_system(
+    system: System, client: redis.Redis, url: str, count: int, results: Results, label: str
+) -> None:
     client.flushall()
     print(f"  {label}: {system.name} enqueue one by one ...", flush=True)
-    results[(system.name, "enqueue one by one, jobs/s")].append(enqueue(system, url, "one", count))
+    one_by_one = enqueue_rate(system, url, "one", count)
+    results[(system.name, "enqueue one by one, jobs/s")].append(one_by_one)
     if system.default_concurrency:
         print(f"  {label}: {system.name} drain c=1 ...", flush=True)
         measured = drain(system, client, url, count, 1)
         record_drain(results, system, "c=1", measured)
     client.flushall()
     print(f"  {label}: {system.name} enqueue bulk ...", flush=True)
-    results[(system.name, "enqueue bulk, jobs/s")].append(enqueue(system, url, "bulk", count))
+    results[(system.name, "enqueue bulk, jobs/s")].append(enqueue_rate(system, url, "bulk", count))
     if system.default_concurrency > 1:
         concurrency = system.default_concurrency
         print(f"  {label}: {system.name} drain c={concurrency} (default) ...", flush=True)
@@ -256,8 +151,18 @@ def run_rounds(rounds: int, count: int, client: redis.Redis, url: str) -> Result
         names = ", ".join(system.name for system in order)
         print(f"round {round_index + 1}/{rounds} ({count:,} jobs; order: {names})", flush=True)
         for system in order:
-            run_system(system, client, url, count, results)
+            label = f"round {round_index + 1}/{rounds}"
+            run_system(system, client, url, count, results, label)
     return results
+
+
+def run_idle(client: redis.Redis, url: str, samples: int) -> dict[str, Idle]:
+    found = {}
+    for system in SYSTEMS:
+        if system.default_concurrency:
+            print(f"idle {system.name}: commands/s, then {samples} pickups ...", flush=True)
+            found[system.name] = measure_idle(system, client, url, samples)
+    return found
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -275,11 +180,27 @@ def cell(values: list[float]) -> str:
 
 def table(results: Results) -> str:
     metrics = list(dict.fromkeys(metric for _, metric in results))
+    metrics.sort(key=lambda metric: not metric.startswith("enqueue"))  # enqueue rows first
     header = "| | " + " | ".join(system.name for system in SYSTEMS) + " |"
     lines = [header, "|---" * (len(SYSTEMS) + 1) + "|"]
     for metric in metrics:
         cells = [cell(results.get((system.name, metric), [])) for system in SYSTEMS]
         lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def idle_table(found: dict[str, Idle]) -> str:
+    lines = [
+        "| idle worker, default c | " + " | ".join(found) + " |",
+        "|---" * (len(found) + 1) + "|",
+    ]
+    rows = (
+        ("pickup latency p50, ms", lambda idle: idle.p50_ms),
+        ("pickup latency p99, ms", lambda idle: idle.p99_ms),
+        ("Redis commands/s while idle", lambda idle: idle.commands_per_s),
+    )
+    for label, value in rows:
+        lines.append(f"| {label} | " + " | ".join(f"{value(i):.2f}" for i in found.values()) + " |")
     return "\n".join(lines)
 
 
@@ -301,17 +222,20 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20,000)")
-    parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs")
+    parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs, 50 pickups")
+    parser.add_argument("--pickups", type=int, default=200, help="latency samples (default 200)")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.jobs = 1, 2_000
-    if args.rounds < 1 or args.jobs < 1:
-        parser.error("--rounds and --jobs must be at least 1")
+        args.rounds, args.jobs, args.pickups = 1, 2_000, 50
+    if min(args.rounds, args.jobs, args.pickups) < 1:
+        parser.error("--rounds, --jobs and --pickups must be at least 1")
     return args
 
 
 def main() -> None:
     args = arguments()
+    # a SIGTERM unwinds like Ctrl-C, so the worker and redis-server are stopped, not orphaned
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     VENVS.mkdir(exist_ok=True)
     for system in SYSTEMS:
         prepare(system)
@@ -319,9 +243,11 @@ def main() -> None:
         client = redis.Redis.from_url(server.url)
         print(f"redis-server {'.'.join(map(str, server.version))} on {server.url}", flush=True)
         results = run_rounds(args.rounds, args.jobs, client, server.url)
+        idle = run_idle(client, server.url, args.pickups)
         print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
         print(table(results))
-        print(f"\n{SETTINGS}")
+        print(f"\n{SETTINGS}\n")
+        print(idle_table(idle))
         print(f"\nMachine: {machine(server)}")
 
 

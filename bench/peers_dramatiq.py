@@ -1,4 +1,4 @@
-"""dramatiq's side of bench/peers.py: the INCR actor and its two ways to enqueue.
+"""dramatiq's side of bench/peers.py: the INCR and latency actors, and the ways to enqueue them.
 
 The worker loads it as ``dramatiq peers_dramatiq``. dramatiq has no bulk enqueue:
 ``group(...).run()`` (measured as its "bulk") sends each message on its own, one Lua
@@ -8,6 +8,7 @@ script call per message on the Redis broker.
 from __future__ import annotations
 
 import os
+import time
 
 import dramatiq
 import redis
@@ -15,6 +16,7 @@ from dramatiq.brokers.redis import RedisBroker
 
 URL = os.environ["PEERS_REDIS_URL"]
 COUNTER = "peers:incr"
+LATENCIES = "peers:latency"
 counter_client = redis.Redis.from_url(URL)
 
 # the default middleware (AgeLimit, TimeLimit, Callbacks, Pipelines, Retries, ...)
@@ -26,6 +28,11 @@ def incr() -> None:
     counter_client.incr(COUNTER)
 
 
+@dramatiq.actor
+def latency(enqueued_at: float) -> None:
+    counter_client.rpush(LATENCIES, repr(time.time() - enqueued_at))
+
+
 def enqueue_one(count: int) -> None:
     for _ in range(count):
         incr.send()
@@ -33,3 +40,7 @@ def enqueue_one(count: int) -> None:
 
 def enqueue_bulk(count: int) -> None:
     dramatiq.group(incr.message() for _ in range(count)).run()
+
+
+def enqueue_latency(enqueued_at: float) -> None:
+    latency.send(enqueued_at)

@@ -1,9 +1,11 @@
 """Time one enqueue run inside a system's virtualenv, for bench/peers.py.
 
-    <venv>/bin/python bench/peers_enqueue.py SYSTEM one|bulk COUNT
+    <venv>/bin/python bench/peers_enqueue.py SYSTEM one|bulk|latency COUNT
 
-SYSTEM is cog, huey, dramatiq or bare (the module bench/peers_SYSTEM.py). Prints the seconds
-the enqueue took, import and start-up excluded.
+SYSTEM is cog, huey, dramatiq or bare (the module bench/peers_SYSTEM.py). ``one`` and ``bulk``
+enqueue COUNT INCR jobs; ``latency`` enqueues COUNT latency jobs 50 ms apart, each carrying the
+time just before its enqueue call. Prints the seconds the enqueueing took, import and start-up
+excluded.
 """
 
 from __future__ import annotations
@@ -11,16 +13,27 @@ from __future__ import annotations
 import importlib
 import sys
 import time
+from types import ModuleType
+
+LATENCY_GAP = 0.05
+
+
+def enqueue_latency(module: ModuleType, count: int) -> None:
+    for _ in range(count):
+        module.enqueue_latency(time.time())
+        time.sleep(LATENCY_GAP)
 
 
 def main() -> None:
     system, mode, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if mode not in ("one", "bulk"):
-        raise SystemExit(f"enqueue mode must be one or bulk, not {mode!r}")
+    if mode not in ("one", "bulk", "latency"):
+        raise SystemExit(f"enqueue mode must be one, bulk or latency, not {mode!r}")
     module = importlib.import_module(f"peers_{system}")
-    enqueue = module.enqueue_one if mode == "one" else module.enqueue_bulk
     started = time.perf_counter()
-    enqueue(count)
+    if mode == "latency":
+        enqueue_latency(module, count)
+    else:
+        (module.enqueue_one if mode == "one" else module.enqueue_bulk)(count)
     print(f"{time.perf_counter() - started:.6f}")
 
 

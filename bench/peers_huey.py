@@ -1,4 +1,4 @@
-"""huey's side of bench/peers.py: the INCR task and its two ways to enqueue.
+"""huey's side of bench/peers.py: the INCR task, the latency task, and the ways to enqueue them.
 
 The consumer loads it as ``huey_consumer peers_huey.huey``. huey has no bulk enqueue:
 ``Task.map`` (measured as its "bulk") calls the single enqueue, one LPUSH, per item.
@@ -7,12 +7,14 @@ The consumer loads it as ``huey_consumer peers_huey.huey``. huey has no bulk enq
 from __future__ import annotations
 
 import os
+import time
 
 import redis
 from huey import RedisHuey
 
 URL = os.environ["PEERS_REDIS_URL"]
 COUNTER = "peers:incr"
+LATENCIES = "peers:latency"
 counter_client = redis.Redis.from_url(URL)
 
 # huey's defaults otherwise (blocking BRPOP fetch, results kept unless None)
@@ -24,6 +26,11 @@ def incr() -> None:
     counter_client.incr(COUNTER)
 
 
+@huey.task()
+def latency(enqueued_at: float) -> None:
+    counter_client.rpush(LATENCIES, repr(time.time() - enqueued_at))
+
+
 def enqueue_one(count: int) -> None:
     for _ in range(count):
         incr()
@@ -31,3 +38,7 @@ def enqueue_one(count: int) -> None:
 
 def enqueue_bulk(count: int) -> None:
     incr.map([() for _ in range(count)])
+
+
+def enqueue_latency(enqueued_at: float) -> None:
+    latency(enqueued_at)
