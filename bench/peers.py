@@ -77,7 +77,7 @@ def prepare(system: System) -> None:
 
 def versions(system: System) -> str:
     code = (
-        "import importlib.metadata as m, sys; "
+        "import importlib.metadata as m; "
         f"print(', '.join(p + ' ' + m.version(p) for p in {list(system.packages)!r}))"
     )
     found = subprocess.run([str(system.python), "-c", code], capture_output=True, text=True)
@@ -96,9 +96,12 @@ class Drain:
 
 def drain(system: System, client: redis.Redis, url: str, count: int, concurrency: int) -> Drain:
     """Timed from the worker's spawn until the counter reaches count; CPU and RSS read then."""
+
+    def reached() -> bool:
+        return int(client.get(COUNTER) or 0) >= count
+
     started = time.perf_counter()
     with running(system, url, concurrency) as worker:
-        reached = lambda: int(client.get(COUNTER) or 0) >= count  # noqa: E731
         worker.wait_until(reached, max(120.0, count / 50), f"{count:,} jobs")
         elapsed = time.perf_counter() - started
         cpu, rss = worker.cpu_seconds(), worker.peak_rss_mb()
@@ -194,13 +197,13 @@ def idle_table(found: dict[str, Idle]) -> str:
         "| idle worker, default c | " + " | ".join(found) + " |",
         "|---" * (len(found) + 1) + "|",
     ]
-    rows = (
-        ("pickup latency p50, ms", lambda idle: idle.p50_ms),
-        ("pickup latency p99, ms", lambda idle: idle.p99_ms),
-        ("Redis commands/s while idle", lambda idle: idle.commands_per_s),
-    )
-    for label, value in rows:
-        lines.append(f"| {label} | " + " | ".join(f"{value(i):.2f}" for i in found.values()) + " |")
+    rows = {
+        "pickup latency p50, ms": [idle.p50_ms for idle in found.values()],
+        "pickup latency p99, ms": [idle.p99_ms for idle in found.values()],
+        "Redis commands/s while idle": [idle.commands_per_s for idle in found.values()],
+    }
+    for label, values in rows.items():
+        lines.append(f"| {label} | " + " | ".join(f"{value:.2f}" for value in values) + " |")
     return "\n".join(lines)
 
 
