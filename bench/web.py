@@ -13,7 +13,6 @@ under 100 ms each; the search and the explanation scan, and their time is quoted
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 import warnings
@@ -21,6 +20,7 @@ from typing import Any
 
 import history_pages  # bench/ is the script's directory, first on sys.path
 import redis
+from history_pages import measure
 
 import cogworker
 from cogworker import history_index, keys, wire
@@ -34,7 +34,6 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 TARGET_MS = 100.0
-HX = {"hx-request": "true"}
 IDENTITIES = [f"web-{n}:{4000 + n}:{n:012x}" for n in range(3)]
 SCHEDULES = 1_000
 ZONES = ("", " Europe/Berlin", " America/New_York", " Asia/Tokyo")
@@ -136,29 +135,6 @@ def plant_processes(client: redis.Redis) -> None:
             }
             entry = {"queue": "default", "payload": payload, "run_at": seconds - 30}
             client.hset(keys.workers(identity), f"tid-{thread}", wire.dumps(entry))
-
-
-def commands(client: redis.Redis) -> dict[str, int]:
-    stats = client.info("commandstats")
-    return {str(k).removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
-
-
-def measure(web: TestClient, client: redis.Redis, path: str, hx: bool) -> tuple[float, int, str]:
-    """Median time (ms) of 5 requests, the answer's size, and the commands one costs."""
-    headers = HX if hx else {}
-    times = []
-    for _ in range(5):
-        started = time.perf_counter()
-        answer = web.get(path, headers=headers)
-        times.append((time.perf_counter() - started) * 1000)
-        assert answer.status_code == 200, (path, answer.status_code, answer.text[:300])
-    before = commands(client)
-    size = len(web.get(path, headers=headers).content)
-    after = commands(client)
-    spent = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
-    spent.pop("info", None)  # the measuring itself
-    listed = ", ".join(f"{name} {calls}" for name, calls in sorted(spent.items()))
-    return statistics.median(times), size, f"{sum(spent.values())}: {listed}"
 
 
 FRAGMENTS = (

@@ -16,7 +16,7 @@ import redis
 from conftest import wait_for
 from playwright.sync_api import Browser, Page
 from runtime_support import StartWorker
-from web_support import Served, open_page, serve
+from web_support import READ_LINE, Served, open_page, serve
 from web_workers_support import start_worker
 
 import cogworker
@@ -28,17 +28,6 @@ INTERVAL = 1.0
 WORKER_TIMEOUT = 20.0
 _start_worker = start_worker  # the fixture, from the Workers tab's tests
 
-READ_LINE = """(name) => {
-  const svg = document.querySelector(`svg#${name}-chart`);
-  const yMax = Number(svg.dataset.yMax), top = Number(svg.dataset.plotTop);
-  const bottom = Number(svg.dataset.plotBottom);
-  const values = {};
-  for (const line of svg.querySelectorAll("polyline[data-series]")) {
-    values[line.dataset.series] = Array.from(line.points, (p) =>
-      Math.round((bottom - p.y) / (bottom - top) * yMax));
-  }
-  return values;
-}"""
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 import redis
 from conftest import wait_for
 from playwright.sync_api import Browser
-from web_support import Served, open_page, serve
+from web_support import READ_LINE, Served, open_page, serve
 
 import cogworker
 from cogworker import metrics_by_class
@@ -23,17 +23,6 @@ pytestmark = pytest.mark.browser
 
 INTERVAL = 1.0
 
-READ_LINE = """(name) => {
-  const svg = document.querySelector(`svg#${name}-chart`);
-  const yMax = Number(svg.dataset.yMax), top = Number(svg.dataset.plotTop);
-  const bottom = Number(svg.dataset.plotBottom);
-  const values = {};
-  for (const line of svg.querySelectorAll("polyline[data-series]")) {
-    values[line.dataset.series] = Array.from(line.points, (p) =>
-      Math.round((bottom - p.y) / (bottom - top) * yMax));
-  }
-  return values;
-}"""
 
 CLASSES = ["ReportJob", "MailerJob", "ThumbnailJob", "Nightly::ExportJob"]
 

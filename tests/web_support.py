@@ -455,3 +455,17 @@ def visiting(browser: Browser, served: Served, *, local_only: bool = False) -> I
                 assert all(url.startswith(served.base + "/") for url in watched.requests)
         finally:
             watched.close()
+
+
+# the values a chart's polylines draw, read back through their points and the plot's scale
+READ_LINE = """(name) => {
+  const svg = document.querySelector(`svg#${name}-chart`);
+  const yMax = Number(svg.dataset.yMax), top = Number(svg.dataset.plotTop);
+  const bottom = Number(svg.dataset.plotBottom);
+  const values = {};
+  for (const line of svg.querySelectorAll("polyline[data-series]")) {
+    values[line.dataset.series] = Array.from(line.points, (p) =>
+      Math.round((bottom - p.y) / (bottom - top) * yMax));
+  }
+  return values;
+}"""
