@@ -25,8 +25,15 @@ INSTALL_HINT = (
 )
 
 
+PORT_ATTEMPTS = 5
+
+
 class RedisServerNotFound(RuntimeError):
     pass
+
+
+class PortTaken(RuntimeError):
+    """Another process listens on the port the server was to use."""
 
 
 def find_binary() -> str:
@@ -59,6 +66,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _answering_pid(port: int) -> int | None:
+    """The process id of the server answering on ``port``; None if none answers (yet)."""
+    reply = b""
+    with (
+        contextlib.suppress(OSError),
+        socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock,
+    ):
+        sock.sendall(b"INFO server\r\n")
+        while not re.search(rb"process_id:\d+\r\n", reply) and not reply.startswith(b"-"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    found = re.search(rb"process_id:(\d+)\r\n", reply)
+    return int(found.group(1)) if found else None
+
+
 class RedisServer:
     """A redis-server child process on 127.0.0.1; use as a context manager or call stop()."""
 
@@ -72,6 +96,7 @@ class RedisServer:
     ) -> None:
         self.binary = binary or find_binary()
         self.version = server_version(self.binary)
+        self._port_chosen = port is not None
         self.port = port or free_port()
         self.extra_args = list(extra_args or [])
         self.config_lines = list(config_lines or [])
@@ -83,6 +108,19 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        """Start the server and wait until it answers. When the free port was taken by another
+        process in the meantime (another test run starting a server at the same moment), try
+        again on another one, unless the port was chosen by the caller."""
+        for _ in range(PORT_ATTEMPTS - 1):
+            try:
+                return self._start_once(timeout)
+            except PortTaken:
+                if self._port_chosen:
+                    raise
+                self.port = free_port()
+        return self._start_once(timeout)
+
+    def _start_once(self, timeout: float) -> RedisServer:
         config = Path(self.directory) / "redis.conf"
         lines = [
             "bind 127.0.0.1",
@@ -99,22 +137,24 @@ class RedisServer:
             # DEBUG and MODULE are off by default from 7.0; the fault tests need DEBUG SLEEP
             lines.append("enable-debug-command yes")
         config.write_text("\n".join(lines) + "\n")
-        self.process = subprocess.Popen(
+        process = self.process = subprocess.Popen(
             [self.binary, str(config), *self.extra_args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
+                self.process = None
+                if "already in use" in self.log_tail():
+                    raise PortTaken(f"port {self.port} is taken")
                 raise RuntimeError(f"redis-server exited at start: {self.log_tail()}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock,
-            ):
-                sock.sendall(b"PING\r\n")
-                if sock.recv(64).startswith(b"+PONG"):
-                    return self
+            answering = _answering_pid(self.port)
+            if answering == process.pid:
+                return self
+            if answering is not None:  # someone else's server holds the port; ours exits
+                self.stop()
+                raise PortTaken(f"port {self.port} is taken by process {answering}")
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"redis-server did not answer within {timeout}s: {self.log_tail()}")
