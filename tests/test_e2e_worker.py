@@ -54,11 +54,6 @@ JOBS_MODULE = textwrap.dedent(
 
     import cogworker
 
-    if os.environ.get("TEST_AHEAD_HOLD"):  # how long a job taken ahead may wait for a thread
-        from cogworker.worker import fetcher
-
-        fetcher.AHEAD_HOLD = float(os.environ["TEST_AHEAD_HOLD"])
-
 
     def _redis():
         return cogworker.default_config().redis()
@@ -342,37 +337,6 @@ def test_job_of_a_killed_worker_runs_again_exactly_once_after_the_threshold(
     assert r.exists(keys.orphanings(jid)) == 0
     assert r.llen(keys.queue("default")) == 0
     assert r.llen(rescuer_list) == 0
-
-
-def test_a_job_taken_ahead_by_a_killed_worker_runs_once_after_recovery(
-    start_worker: StartWorker, producer: cogworker.Client, r: redis.Redis
-) -> None:
-    threshold = 2
-    r.set("test:gate:ahead", "open")
-    push(producer, "GateJob", "running")
-    push(producer, "GateJob", "ahead")
-    # one thread, and a job taken ahead is never handed back during the test
-    victim = start_worker(
-        "-c", "1", config=fast(threshold=threshold), env={"TEST_AHEAD_HOLD": "60"}
-    )
-    identity = victim.identity(r)
-    wait_for(lambda: count(r, "runs", "running") == 1 and r.llen(keys.inprogress(identity)) == 2)
-    assert r.llen(keys.queue("default")) == 0
-
-    victim.kill()
-    assert r.llen(keys.inprogress(identity)) == 2  # both are in Redis, not only in memory
-    assert count(r, "runs", "ahead") == 0
-    r.delete(keys.process(identity))  # as if its presence key had expired
-    r.set("test:gate:running", "open")
-    rescuer = start_worker(config=fast(threshold=threshold))
-    wait_for(lambda: count(r, "finished", "running") + count(r, "finished", "ahead") == 2, 20)
-    rescuer.wait_output(f"requeued 2 job(s) left in progress by dead process {identity}")
-
-    prove_orphan_passes(r, rescuer)  # more passes: nothing recovered twice
-    assert count(r, "runs", "running") == 2  # the killed run, then the recovered one
-    assert count(r, "runs", "ahead") == 1  # it never ran before the kill: once in all
-    assert count(r, "finished", "ahead") == 1
-    assert r.exists(keys.inprogress(identity)) == 0
 
 
 def test_fresh_last_beat_protects_a_dead_workers_job_from_a_big_threshold(

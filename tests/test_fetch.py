@@ -20,7 +20,7 @@ from cogworker import keys, wire
 from cogworker.failure import Rejection
 from cogworker.fetch import Fetch, Filing, Work
 from cogworker.fetch.basic import BasicFetch
-from cogworker.fetch.reliable import ACK, FETCH_BATCH, ReliableFetch
+from cogworker.fetch.reliable import FETCH_BATCH, ReliableFetch
 from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer, free_port
 from cogworker.worker.heartbeat import Heartbeat
@@ -28,6 +28,7 @@ from cogworker.worker.launcher import Launcher
 from cogworker.worker.manager import Manager
 from cogworker.worker.recovery.handback import hand_back_list
 from cogworker.worker.scheduler import Scheduler
+from cogworker.worker.turnover import TURNOVER
 
 RUNS: list[str] = []
 SAMPLE = 400
@@ -179,12 +180,12 @@ def test_script_flush_between_fetches_is_survived(config: cogworker.Config, r: r
         wait_for(lambda: RUNS == ["one"] and r.llen(inprogress) == 0)
         evals_before = calls(r, "eval")
         r.script_flush()
-        assert r.script_exists(FETCH_BATCH.sha, ACK.sha) == [False, False]
+        assert r.script_exists(FETCH_BATCH.sha, TURNOVER.sha) == [False, False]
         cogworker.Client(config).push({"class": FetchJob.name, "args": ["two"], "queue": "second"})
         wait_for(lambda: RUNS == ["one", "two"])
         wait_for(lambda: not manager.ledger.running() and r.llen(inprogress) == 0)  # acked too
         assert calls(r, "eval") > evals_before  # NOSCRIPT answered by re-sending the source
-        assert r.script_exists(FETCH_BATCH.sha, ACK.sha) == [True, True]
+        assert r.script_exists(FETCH_BATCH.sha, TURNOVER.sha) == [True, True]
     assert r.llen(keys.queue("first")) == 0 and r.llen(keys.queue("second")) == 0
     assert RUNS == ["one", "two"]
 

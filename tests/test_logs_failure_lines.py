@@ -265,10 +265,10 @@ def test_an_unknown_class_keeps_the_one_frame_that_raised(manager: Manager, r: r
 def test_a_bug_in_cogworker_keeps_cogworker_frames(
     manager: Manager, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_finished(tid: str, **counts: object) -> None:  # whatever the run reports
+    def broken_record(job_class: str, seconds: float, **outcome: object) -> None:
         raise AttributeError("bug in the bookkeeping")
 
-    monkeypatch.setattr(manager.bookkeeper, "finished", broken_finished)
+    monkeypatch.setattr(manager.bookkeeper, "record_run", broken_record)
     with formatted_log() as log:
         jid = OkJob.perform_async("ok")
         run_until(r, manager, lambda: "failed unexpectedly" in log.getvalue())

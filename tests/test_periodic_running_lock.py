@@ -25,7 +25,6 @@ from runtime_support import (
     Worker,
     all_settled,
     cogworker_env,
-    command_calls,
     fresh_runtime,
     redis_time,
     running,
@@ -210,8 +209,8 @@ def test_recovery_of_a_killed_run_retakes_its_lapsed_lock_and_leaves_a_newer_one
 def test_a_cron_run_handed_back_retakes_its_running_lock(
     config: cogworker.Config, r: redis.Redis, lock_before: str
 ) -> None:
-    """With its only thread busy, a worker takes the next job ahead and, when no thread is
-    free for it soon, hands it back to its queue: a cron run's lock is re-taken then."""
+    """A processor handed a cron run once shutdown began hands it back to its queue instead
+    of starting it: the run's lock is re-taken then (unless a newer run holds it)."""
     config.concurrency = 1
     config.shutdown_timeout = 2.0
     raw = cron_raw(lock_before)
@@ -221,28 +220,26 @@ def test_a_cron_run_handed_back_retakes_its_running_lock(
         r.set(LOCK, jid, ex=5)
     elif lock_before == "newer run":
         r.set(LOCK, NEWER_RUN, ex=300)
-    gated = wire.dumps(wire.normalize({"class": GatedJob.name, "args": []}))
-    r.lpush(keys.queue("default"), gated, raw)  # the gated job runs first
-    manager = Manager(config, new_identity())
-    calls_before = command_calls(r).get("lpos", 0)  # the hand-back script starts with LPOS
+    r.lpush(keys.queue("default"), raw)
+    stopping = Manager(config, new_identity())
     started = time.monotonic()
-    with running(manager):
-        wait_for(GATE.entered.is_set)
-        wait_for(
-            lambda: (
-                command_calls(r).get("lpos", 0) > calls_before
-                and r.lrange(keys.queue("default"), 0, -1) == [raw]
-                and raw not in manager.ledger.running()
-            )
-        )
-        if lock_before == "newer run":
-            assert r.get(LOCK) == NEWER_RUN
-            assert 0 < r.ttl(LOCK) <= 300
-        else:
-            assert r.get(LOCK) == jid
-            assert ttl_was_set_to(r, LOCK, queued_ttl(config), started)
-        assert RUNS == []
-        GATE.open()
+    [work] = stopping.strategy.current().retrieve(1, wait=False)
+    stopping.ledger.taken(work)
+    stopping.stopping.set()
+    assert stopping.processors[0].process(work) is None
+    stopping.strategy.close()
+    assert r.lrange(keys.queue("default"), 0, -1) == [raw]
+    assert r.llen(keys.inprogress(stopping.identity)) == 0
+    assert raw not in stopping.ledger.running()
+    if lock_before == "newer run":
+        assert r.get(LOCK) == NEWER_RUN
+        assert 0 < r.ttl(LOCK) <= 300
+    else:
+        assert r.get(LOCK) == jid
+        assert ttl_was_set_to(r, LOCK, queued_ttl(config), started)
+    assert RUNS == []
+    GATE.open()
+    with running(Manager(config, new_identity())) as manager:
         wait_for(lambda: jids == RUNS and all_settled(r, manager))
     assert r.get(LOCK) == (NEWER_RUN if lock_before == "newer run" else None)
     assert r.llen(keys.queue("default")) == 0

@@ -200,10 +200,10 @@ def test_bug_after_a_successful_run_still_acknowledges(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def broken_finished(tid: str, *, processed: int = 0, failed: int = 0) -> None:
+    def broken_record(job_class: str, seconds: float, *, failed: bool) -> None:
         raise AttributeError("bug in the success bookkeeping")
 
-    monkeypatch.setattr(manager.bookkeeper, "finished", broken_finished)
+    monkeypatch.setattr(manager.bookkeeper, "record_run", broken_record)
     with running(manager):
         jid = OkJob.perform_async("ran-once")
         wait_for(lambda: RUNS == ["ran-once"])

@@ -130,3 +130,13 @@ def connect(
         **extra,
     )
     return redis.Redis.from_pool(pool)  # closing the client closes its pool too
+
+
+def dedicated(client: redis.Redis) -> redis.connection.AbstractConnection:
+    """A connection with ``client``'s settings that no pool hands out: for one thread that
+    sends a command per job, so each call skips the pool's locking and the client's per-command
+    wrappers (see bench/redis_overhead.py). Opened on first use; close it with
+    ``disconnect``."""
+    pool = client.connection_pool
+    held: redis.connection.AbstractConnection = pool.connection_class(**pool.connection_kwargs)
+    return held

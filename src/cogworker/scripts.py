@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
+    from redis.connection import AbstractConnection
 
 _INCLUDE = "--#include "
 HELPERS = Path(__file__).resolve().parent / "lua"
@@ -50,6 +51,28 @@ class Script:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             return client.eval(self.source, len(keys), *keys, *args)
+
+    def call_on(
+        self,
+        connection: AbstractConnection,
+        keys: Sequence[str],
+        args: Sequence[Any] = (),
+    ) -> Any:
+        """Run on a connection the calling thread owns (``connection.dedicated``). After any
+        error but an error reply the connection is closed: a reply still on its way must never
+        be read as the answer to the next call."""
+        try:
+            connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+            try:
+                return connection.read_response()
+            except NoScriptError:
+                connection.send_command("EVAL", self.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                return connection.read_response()
+        except redis.ResponseError:
+            raise
+        except BaseException:
+            connection.disconnect()  # type: ignore[no-untyped-call]
+            raise
 
     def __repr__(self) -> str:
         return f"Script({self.name})"

@@ -249,4 +249,10 @@ _CONTAINERS = (dict, list, tuple)
 def workers_entry(queue: str, raw: str, run_at: int) -> str:
     """A processor thread's entry in its process's workers hash: the queue, the payload
     embedded exactly as stored (it must be a JSON object), and when the run started."""
-    return f'{{"queue":{dumps(queue)},"payload":{raw},"run_at":{run_at}}}'
+    return f'{workers_entry_opening(queue)}{raw},"run_at":{run_at}}}'
+
+
+def workers_entry_opening(queue: str) -> str:
+    """The start of a workers-hash entry for a job of ``queue``, up to its payload (the
+    turnover script writes the rest)."""
+    return f'{{"queue":{dumps(queue)},"payload":'

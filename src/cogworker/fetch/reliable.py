@@ -78,8 +78,13 @@ class ReliableFetch:
 
     # -- taking jobs ------------------------------------------------------------------------
 
+    def queue_order(self) -> list[str]:
+        """The queues to take from now, in the order to try: paused ones left out, the rest
+        shuffled by weight (the processor threads' turnover takes in the same order)."""
+        return weighted_order(self.config.queues, self._paused.get())
+
     def retrieve(self, wanted: int, *, wait: bool = True) -> list[Work]:
-        order = weighted_order(self.config.queues, self._paused.get())
+        order = self.queue_order()
         if not order:
             if wait:
                 self._pause(NO_QUEUE_SLEEP)

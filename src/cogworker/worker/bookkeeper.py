@@ -1,20 +1,24 @@
-"""Settling finished jobs in batches: one round trip for many jobs' bookkeeping.
+"""Settling finished jobs in batches: one round trip for what many jobs leave to send.
 
-Processor threads hand over acknowledgements, workers-hash registrations and counters; this
-thread sends whatever has accumulated as one pipeline as soon as the previous one returned, so
-under load many jobs share a round trip and when idle a job's ack leaves within a millisecond.
+With reliable fetch each processor thread acknowledges and counts its own jobs in its turnover
+(``turnover.py``); what is left comes here: the workers-hash registration of a job from the
+fetcher, whatever a failed turnover carried, and with basic fetch every job's deregistration and
+counts. This thread sends whatever has accumulated as one pipeline as soon as the previous one
+returned, so under load many jobs share a round trip and when idle a write leaves within a
+millisecond.
 
 Acknowledging is the one write that matters: it is retried 3 times (0.1 s, 0.2 s apart), then
 every half second until it succeeds (the job stays listed as in progress meanwhile and is never
 run again by this process; at shutdown it is dropped from the list, not requeued). A job finished
-but not yet acknowledged when its process is killed is recovered and runs again: that window
-is the time of one round trip. Registrations and counters are best-effort.
+but not yet acknowledged when its process is killed is recovered and runs again.
+Registrations and counters are best-effort.
 
-``queue_counts`` is the one place that counts jobs processed and failed; burials outside a
-processor count through it too (``count_burial``). Each run's job class and execution time
-are summed here and ride in the same pipeline as one script call (``metrics_by_class``) at most
-every ``METRICS_EVERY`` seconds and whenever the minute turns, so a busy worker adds one call a
-second, not one a batch; an idle one sends what is left after that second. Also best-effort.
+``queue_counts`` counts jobs processed and failed for the batches; the turnover script does the
+same writes for its thread's jobs, and burials outside a processor count through
+``count_burial``. Each run's job class and execution time are summed here and ride in the same
+pipeline as one script call (``metrics_by_class``) at most every ``METRICS_EVERY`` seconds and
+whenever the minute turns, so a busy worker adds one call a second, not one a job; an idle one
+sends what is left after that second. Also best-effort.
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ class Bookkeeper:
         self._cond = threading.Condition()
         self._stopping = False
         self._in_flight = False
+        self._sending_workers: set[str] = set()  # the threads whose entries are being sent
         self._thread = threading.Thread(target=self._run, name="bookkeeper", daemon=True)
 
     # -- called by processor threads ---------------------------------------------------------
@@ -130,9 +135,35 @@ class Bookkeeper:
             self._batch.processed += processed
             self._batch.failed += failed
             if job_class is not None:
-                if not self._metrics:
-                    self._metrics_since = time.time()
-                self._metrics.add_run(job_class, seconds, failed > 0)
+                self._add_run(job_class, seconds, failed > 0)
+
+    def record_run(self, job_class: str, seconds: float, *, failed: bool) -> None:
+        """A run's class and execution time, for the per-class metrics (sent within a second;
+        this wakes nobody)."""
+        with self._cond:
+            self._add_run(job_class, seconds, failed)
+
+    def _add_run(self, job_class: str, seconds: float, failed: bool) -> None:
+        if not self._metrics:
+            self._metrics_since = time.time()
+            self._cond.notify()  # the thread sets its timer from the first run waiting
+        self._metrics.add_run(job_class, seconds, failed)
+
+    def withdraw(self, tid: str, timeout: float = 5.0) -> None:
+        """Thread ``tid`` writes its entry itself from now on (its turnover): drop its
+        registration if it wasn't sent yet, or wait until it was, so that it can't land
+        after (and overwrite) what the thread writes."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._batch.workers.pop(tid, None)
+            while tid in self._sending_workers and time.monotonic() < deadline:
+                self._cond.wait(0.05)
+
+    def deregister(self, tid: str) -> None:
+        """Thread ``tid`` runs nothing now: remove its workers-hash entry soon."""
+        with self._cond:
+            self._batch.workers[tid] = None
+            self._cond.notify()
 
     def wake(self) -> None:
         with self._cond:
@@ -183,6 +214,7 @@ class Bookkeeper:
                     batch.classes, batch.classes_since = self._metrics, self._metrics_since
                     self._metrics, self._metrics_now = Tallies(), False
                 self._in_flight = True
+                self._sending_workers = set(batch.workers)
             try:
                 self._send(batch)
             except Exception as error:
@@ -190,6 +222,7 @@ class Bookkeeper:
             finally:
                 with self._cond:
                     self._in_flight = False
+                    self._sending_workers = set()
                     self._cond.notify_all()
 
     def _wait_for_work(self) -> None:

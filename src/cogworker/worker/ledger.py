@@ -1,7 +1,7 @@
 """The ledger: what this process holds, in memory, for the threads that need to know.
 
-* running: every job taken for this process until it is settled or given back (the one taken
-  ahead included). Reconcile requeues what the in-progress list holds beyond these.
+* running: every job taken for this process until it is settled or given back. Reconcile
+  requeues what the in-progress list holds beyond these.
 * performing: the jobs inside ``perform`` right now; the heartbeat keeps their cron locks
   alive, and at shutdown their jids are marked handed back.
 * pending: settlements that failed and wait to be retried (an acknowledgement, or a filing

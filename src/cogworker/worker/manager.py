@@ -2,9 +2,11 @@
 
 * ``strategy`` - which fetch is in use (reliable, or basic on an old Redis);
 * ``fetcher`` - the thread that takes jobs and hands them to idle processors (``fetcher.py``);
-* ``processors`` - the threads that run one job each through the middleware;
+* ``processors`` - the threads that run one job each through the middleware, each taking its
+  next job with the acknowledgement of the last in one call (``turnover.py``);
 * ``settler`` - turns what came of a run into an ack, a filing, an interrupt or a hand-back;
-* ``bookkeeper`` - the thread that sends acks, registrations and counters in batches;
+* ``bookkeeper`` - the thread that sends what the turnover doesn't (first registrations,
+  per-class metrics, basic fetch's counts, acks to retry) in batches;
 * ``ledger`` - what this process holds, in memory;
 * ``orphans`` and ``reconciler`` - recovery of other processes' jobs and of our own
   leftovers (run by the scheduler thread, and by ``stop``).
@@ -27,6 +29,7 @@ from cogworker.worker.processor import Processor
 from cogworker.worker.recovery import Orphans, Reconciler
 from cogworker.worker.settle import Settler
 from cogworker.worker.strategy import FetchStrategy
+from cogworker.worker.turnover import Turnover
 
 logger = logging.getLogger("cogworker")
 
@@ -41,7 +44,18 @@ class Manager:
         self.strategy = FetchStrategy(config, identity, self.stopping)
         self.bookkeeper = Bookkeeper(self.client, identity, self.strategy, self.ledger)
         self.settler = Settler(config, self.client, self.strategy, self.ledger, self.bookkeeper)
-        self.fetcher = Fetcher(self.strategy, self.ledger, self.settler, self.stopping)
+        quiet = threading.Event()
+        self.fetcher = Fetcher(self.strategy, self.ledger, self.settler, self.stopping, quiet)
+        turnover = Turnover(
+            self.client,
+            identity,
+            self.strategy,
+            self.ledger,
+            self.bookkeeper,
+            self.settler,
+            stopping=self.stopping,
+            quiet=quiet,
+        )
         self.processors = [
             Processor(
                 index,
@@ -49,6 +63,7 @@ class Manager:
                 ledger=self.ledger,
                 bookkeeper=self.bookkeeper,
                 settler=self.settler,
+                turnover=turnover,
                 feed=self.fetcher,
                 stopping=self.stopping,
             )

@@ -1,9 +1,12 @@
-"""A processor thread: receives a fetched job, runs it through the server middleware, and
-hands what came of it (an ``Outcome``) to the settle step. Never dies.
+"""A processor thread: runs a job through the server middleware, hands what came of it (an
+``Outcome``) to the settle step, and gets its next job from its turnover. Never dies.
 
 One job's path: listed as performing, registered in the workers hash, run on its own copy of
-the payload; a failure is filed at once (``Settler.file_failure``), then the job is
-deregistered and counted, then settled. A job is never started once shutdown began.
+the payload; a failure is filed at once (``Settler.file_failure``), then the job is settled.
+Its acknowledgement, deregistration and counts then leave with the fetch of the thread's next
+job in one round trip (``Turnover.next_job``); only when no job waits (or fetching that way
+isn't possible) does the thread wait for the fetcher. A job is never started once shutdown
+began.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.outcome import Next, Outcome, summary
 from cogworker.worker.settle import Settler
+from cogworker.worker.turnover import Finished, Turnover
 
 if TYPE_CHECKING:
     import asyncio
@@ -37,10 +41,7 @@ Mailbox = queue.SimpleQueue[Work | None]
 
 
 class Feed(Protocol):
-    """Where a processor gets work: the fetcher."""
-
-    def next_ahead(self) -> Work | None:
-        """The job taken ahead, if there is one."""
+    """Where an idle processor gets work: the fetcher."""
 
     def ready(self, mailbox: Mailbox) -> None:
         """This processor is idle: send its next job to ``mailbox``."""
@@ -55,6 +56,7 @@ class Processor:
         ledger: Ledger,
         bookkeeper: Bookkeeper,
         settler: Settler,
+        turnover: Turnover,
         feed: Feed,
         stopping: threading.Event,
     ) -> None:
@@ -64,8 +66,10 @@ class Processor:
         self._ledger = ledger
         self._bookkeeper = bookkeeper
         self._settler = settler
+        self._turnover = turnover
         self._feed = feed
         self._stopping = stopping
+        self._registered = False  # the turnover wrote this thread's workers-hash entry
         self._loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, name=f"processor-{index}", daemon=True)
 
@@ -73,30 +77,36 @@ class Processor:
         self.thread.start()
 
     def _run(self) -> None:
+        work: Work | None = None
         try:
             while True:
-                work = self._feed.next_ahead()
                 if work is None:
                     self._feed.ready(self.mailbox)
                     work = self.mailbox.get()
-                if work is None:
-                    return
+                    if work is None:
+                        return
+                    self._registered = False
                 try:
-                    self.process(work)
+                    work = self.process(work)
+                    self._registered = True  # a job from the turnover is registered by it
                 except BaseException as error:
                     redis_errors.reporter.report("Processor", error)
+                    self._bookkeeper.deregister(self.tid)
                     time.sleep(ERROR_BACKOFF)
+                    work = None
         finally:
+            self._turnover.close_thread()
             if self._loop is not None:
                 self._loop.close()
 
     # -- one job -----------------------------------------------------------------------------
 
-    def process(self, work: Work) -> None:
+    def process(self, work: Work) -> Work | None:
+        """Run and settle ``work``; the thread's next job, when its turnover took one."""
         if self._stopping.is_set():
             self._settler.give_back(work)  # never start a job once shutdown began
             self._ledger.finished(work)
-            return
+            return self._turnover.next_job(self.tid, Finished())
         outcome = Outcome()
         with self._ledger.working():
             try:
@@ -113,7 +123,15 @@ class Processor:
             finally:
                 if outcome.started and not outcome.performed:
                     self._ledger.performed(work)
-        self._settler.finish(work, outcome)
+        if not self._registered:
+            self._bookkeeper.withdraw(self.tid)  # the turnover writes the entry from now on
+        ran = outcome.ran is not None
+        finished = Finished(
+            acknowledge=self._settler.finish(work, outcome),
+            processed=int(ran and outcome.error is None),
+            failed=int(ran and outcome.error is not None),
+        )
+        return self._turnover.next_job(self.tid, finished)
 
     def _execute(self, work: Work, outcome: Outcome) -> Next:
         if isinstance(work.job, Rejection):
@@ -121,31 +139,21 @@ class Processor:
         job = outcome.job = wire.copy_payload(work.job)
         self._ledger.starting(work)
         outcome.started = True
-        self._bookkeeper.register(
-            self.tid, wire.workers_entry(work.queue, work.raw, int(time.time()))
-        )
-        processed = failed = 0
-        job_class: str | None = None  # once it ran: its class and time, for the metrics
-        seconds = 0.0
-        try:
-            logger.info("start: %s jid=%s", job["class"], work.jid)
-            started = time.monotonic()
-            error = self._run_job(work, outcome)
-            seconds = time.monotonic() - started
-            # the class as fetched: a middleware changing the copy's doesn't move its metrics
-            job_class = work.job["class"]
-            outcome.ran = Next.INTERRUPT if error is not None else Next.ACKNOWLEDGE
-            outcome.error = error
-            if error is None:
-                processed = 1
-                logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], seconds)
-                return Next.ACKNOWLEDGE
-            failed = 1
-            return self._settler.file_failure(work, outcome)
-        finally:
-            self._bookkeeper.finished(
-                self.tid, processed=processed, failed=failed, job_class=job_class, seconds=seconds
-            )
+        if not self._registered:
+            entry = wire.workers_entry(work.queue, work.raw, int(time.time()))
+            self._bookkeeper.register(self.tid, entry)
+        logger.info("start: %s jid=%s", job["class"], work.jid)
+        started = time.monotonic()
+        error = self._run_job(work, outcome)
+        seconds = time.monotonic() - started
+        outcome.ran = Next.INTERRUPT if error is not None else Next.ACKNOWLEDGE
+        outcome.error = error
+        # the class as fetched: a middleware changing the copy's doesn't move its metrics
+        self._bookkeeper.record_run(work.job["class"], seconds, failed=error is not None)
+        if error is None:
+            logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], seconds)
+            return Next.ACKNOWLEDGE
+        return self._settler.file_failure(work, outcome)
 
     def _run_job(self, work: Work, outcome: Outcome) -> BaseException | None:
         job = outcome.job

@@ -1,5 +1,6 @@
 """Settling a processed job: an acknowledgement, a retry or dead filing, an interrupt, a
-hand-back or a burial, then its death hooks. The one place a job's fate is written.
+hand-back or a burial, then its death hooks. The one place a job's fate is decided; a plain
+acknowledgement rides the thread's turnover (``turnover.py``) with the fetch of its next job.
 
 The rule it keeps: a job is never run again because of a failure that happened after it ran.
 If bookkeeping fails *before* ``perform`` the job goes back to its queue; once it has run, it
@@ -56,12 +57,12 @@ class Settler:
 
     # -- the end of one job ------------------------------------------------------------------
 
-    def finish(self, work: Work, outcome: Outcome) -> None:
-        """Act on ``outcome.next``; the job is no longer running here afterwards."""
+    def finish(self, work: Work, outcome: Outcome) -> Work | None:
+        """Act on ``outcome.next``. A plain acknowledgement is left to the thread's turnover,
+        which sends it with its next fetch: then ``work`` is returned, still running here
+        until that is sent. Otherwise None: the job is no longer running here."""
         if outcome.next is Next.ACKNOWLEDGE and outcome.death is None:
-            self._bookkeeper.acknowledge(work)  # the ledger hears once it is sent
-            return
-        self._bookkeeper.wake()  # send this job's deregistration and counts
+            return work
         try:
             match outcome.next:
                 case Next.ACKNOWLEDGE:
@@ -76,6 +77,7 @@ class Settler:
             self._ledger.finished(work)
         if outcome.death is not None:
             self.run_death_hooks(*outcome.death)
+        return None
 
     def acknowledge_now(self, work: Work) -> None:
         """Acknowledge synchronously (before death hooks run), retrying like the bookkeeper."""
