@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import time
+
+import redis
 
 import cogworker
 
@@ -33,3 +37,18 @@ class LatencyJob(cogworker.Job):
     def perform(self, enqueued_at: float) -> None:
         started = time.time()
         cogworker.default_config().redis().rpush("bench:latency", repr(started - enqueued_at))
+
+
+class IncrJob(cogworker.Job):
+    """One Redis command, as real jobs touch Redis: through a plain client the worker process
+    makes once, as an app would (bench/peers_cog.py's job is the same)."""
+
+    name = "IncrJob"
+
+    def perform(self) -> None:
+        _counter_client().incr("bench:incr")
+
+
+@functools.cache
+def _counter_client() -> redis.Redis:
+    return redis.Redis.from_url(os.environ["REDIS_URL"])

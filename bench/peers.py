@@ -1,6 +1,7 @@
 """cogworker side by side with huey and dramatiq, one worker process each, on one private Redis.
 
     .venv/bin/python bench/peers.py [--rounds N] [--jobs N] [--pickups N] [--quick]
+                                    [--baseline CHECKOUT]
 
 Each system gets its own virtualenv under ``.bench-venvs/`` in the checkout (git ignores it;
 kept between runs, cogworker reinstalled from this checkout every run so its figures are the
@@ -34,7 +35,16 @@ from pathlib import Path
 
 import redis
 from peers_latency import Idle, measure_idle
-from peers_systems import CHECKOUT, COUNTER, SYSTEMS, VENVS, System, enqueue, running
+from peers_systems import (
+    CHECKOUT,
+    COUNTER,
+    SYSTEMS,
+    VENVS,
+    System,
+    baseline,
+    enqueue,
+    running,
+)
 
 from cogworker.redis_server import RedisServer
 
@@ -57,17 +67,18 @@ def pip(system: System, *args: str) -> None:
 
 def prepare(system: System) -> None:
     """Create the venv once; install its packages once (cogworker: every run, from the tree)."""
-    marker = VENVS / system.module / "peers-installed.txt"
+    marker = system.python.parent.parent / "peers-installed.txt"
     wanted = "\n".join(system.requirements)
     if not system.python.exists():
         print(f"creating virtualenv {system.python.parent.parent} ...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(system.python.parent.parent)], check=True)
+    source = str(system.source or CHECKOUT)
     if system.module == "cog" and marker.exists():
-        print("reinstalling cogworker from this checkout (dependencies kept) ...", flush=True)
-        pip(system, "--force-reinstall", "--no-deps", str(CHECKOUT))
+        print(f"reinstalling cogworker from {source} (dependencies kept) ...", flush=True)
+        pip(system, "--force-reinstall", "--no-deps", source)
     elif system.module == "cog":
-        print("installing cogworker and its dependencies from this checkout ...", flush=True)
-        pip(system, str(CHECKOUT))
+        print(f"installing cogworker and its dependencies from {source} ...", flush=True)
+        pip(system, source)
         marker.write_text(wanted)
     elif not marker.exists() or marker.read_text() != wanted:
         print(f"installing {', '.join(system.requirements)} for {system.name} ...", flush=True)
@@ -146,11 +157,13 @@ def run_system(
     client.flushall()
 
 
-def run_rounds(rounds: int, count: int, client: redis.Redis, url: str) -> Results:
+def run_rounds(
+    systems: list[System], rounds: int, count: int, client: redis.Redis, url: str
+) -> Results:
     results: Results = defaultdict(list)
     for round_index in range(rounds):
-        shift = round_index % len(SYSTEMS)
-        order = SYSTEMS[shift:] + SYSTEMS[:shift]
+        shift = round_index % len(systems)
+        order = systems[shift:] + systems[:shift]
         names = ", ".join(system.name for system in order)
         print(f"round {round_index + 1}/{rounds} ({count:,} jobs; order: {names})", flush=True)
         for system in order:
@@ -159,9 +172,9 @@ def run_rounds(rounds: int, count: int, client: redis.Redis, url: str) -> Result
     return results
 
 
-def run_idle(client: redis.Redis, url: str, samples: int) -> dict[str, Idle]:
+def run_idle(systems: list[System], client: redis.Redis, url: str, samples: int) -> dict[str, Idle]:
     found = {}
-    for system in SYSTEMS:
+    for system in systems:
         if system.default_concurrency:
             print(f"idle {system.name}: commands/s, then {samples} pickups ...", flush=True)
             found[system.name] = measure_idle(system, client, url, samples)
@@ -181,13 +194,13 @@ def cell(values: list[float]) -> str:
     return f"{median} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
 
 
-def table(results: Results) -> str:
+def table(systems: list[System], results: Results) -> str:
     metrics = list(dict.fromkeys(metric for _, metric in results))
     metrics.sort(key=lambda metric: not metric.startswith("enqueue"))  # enqueue rows first
-    header = "| | " + " | ".join(system.name for system in SYSTEMS) + " |"
-    lines = [header, "|---" * (len(SYSTEMS) + 1) + "|"]
+    header = "| | " + " | ".join(system.name for system in systems) + " |"
+    lines = [header, "|---" * (len(systems) + 1) + "|"]
     for metric in metrics:
-        cells = [cell(results.get((system.name, metric), [])) for system in SYSTEMS]
+        cells = [cell(results.get((system.name, metric), [])) for system in systems]
         lines.append(f"| {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -207,14 +220,14 @@ def idle_table(found: dict[str, Idle]) -> str:
     return "\n".join(lines)
 
 
-def machine(server: RedisServer) -> str:
+def machine(systems: list[System], server: RedisServer) -> str:
     cpu = "unknown CPU"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
     redis_version = ".".join(str(part) for part in server.version)
-    packages = "; ".join(f"{system.name}: {versions(system)}" for system in SYSTEMS)
+    packages = "; ".join(f"{system.name}: {versions(system)}" for system in systems)
     return (
         f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}, redis-server {redis_version}; {packages}"
@@ -227,7 +240,16 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20,000)")
     parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs, 50 pickups")
     parser.add_argument("--pickups", type=int, default=200, help="latency samples (default 200)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also run cogworker installed from CHECKOUT (an earlier revision, e.g. made with "
+        "git worktree add), alternating with the others: a before/after table",
+    )
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "pyproject.toml").is_file():
+        parser.error(f"--baseline {args.baseline}: no pyproject.toml there (not a checkout)")
     if args.quick:
         args.rounds, args.jobs, args.pickups = 1, 2_000, 50
     if min(args.rounds, args.jobs, args.pickups) < 1:
@@ -240,18 +262,21 @@ def main() -> None:
     # a SIGTERM unwinds like Ctrl-C, so the worker and redis-server are stopped, not orphaned
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     VENVS.mkdir(exist_ok=True)
-    for system in SYSTEMS:
+    systems = list(SYSTEMS)
+    if args.baseline is not None:
+        systems.insert(1, baseline(args.baseline.resolve()))
+    for system in systems:
         prepare(system)
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         print(f"redis-server {'.'.join(map(str, server.version))} on {server.url}", flush=True)
-        results = run_rounds(args.rounds, args.jobs, client, server.url)
-        idle = run_idle(client, server.url, args.pickups)
+        results = run_rounds(systems, args.rounds, args.jobs, client, server.url)
+        idle = run_idle(systems, client, server.url, args.pickups)
         print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
-        print(table(results))
+        print(table(systems, results))
         print(f"\n{SETTINGS}\n")
         print(idle_table(idle))
-        print(f"\nMachine: {machine(server)}")
+        print(f"\nMachine: {machine(systems, server)}")
 
 
 if __name__ == "__main__":

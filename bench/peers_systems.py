@@ -31,10 +31,20 @@ class System:
     requirements: tuple[str, ...]
     packages: tuple[str, ...]  # distributions whose versions the table names
     default_concurrency: int  # 0: no worker (the bare LPUSH floor)
+    venv: str = ""  # its virtualenv under .bench-venvs/ (default: named after the module)
+    source: Path | None = None  # cogworker only: the checkout it is installed from
 
     @property
     def python(self) -> Path:
-        return VENVS / self.module / "bin" / "python"
+        return VENVS / (self.venv or self.module) / "bin" / "python"
+
+
+def baseline(checkout: Path) -> System:
+    """cogworker as installed from another checkout (an earlier revision), measured beside
+    this one: same job module, its own virtualenv."""
+    return System(
+        "cogworker baseline", "cog", (), ("cogworker", "redis"), 10, "cog-baseline", checkout
+    )
 
 
 SYSTEMS = (

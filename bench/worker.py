@@ -8,8 +8,12 @@ W4  pickup latency: idle worker (concurrency 10), 200 jobs enqueued 50 ms apart;
     its start time minus a timestamp taken just before its enqueue call; p50 / p99
 W5  idle cost: Redis commands per second (INFO commandstats delta, INFO itself excluded) over
     60 s for an idle worker at concurrency 10 reading one queue, then three; and its RSS
+W6  drain: 20,000 jobs each doing one INCR (as real jobs touch Redis) at concurrency 1 and 10,
+    per-job logging off and at INFO (two lines per job, to /dev/null): jobs/s and the worker's
+    CPU time per job (user + system, start-up included), 3 runs each, medians
 
-Per-job logging is off (--log-level WARNING). Reliable fetch (the default) throughout.
+Per-job logging is off (--log-level WARNING) but where W6 says. Reliable fetch (the default)
+throughout.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ HERE = Path(__file__).resolve().parent
 JOBS = HERE / "bench_jobs.py"
 
 
-def spawn(server: RedisServer, *flags: str) -> subprocess.Popen[bytes]:
+def spawn(
+    server: RedisServer, *flags: str, log_level: str = "WARNING", quiet: bool = False
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "REDIS_URL": server.url}
     return subprocess.Popen(
         [
@@ -40,11 +46,12 @@ def spawn(server: RedisServer, *flags: str) -> subprocess.Popen[bytes]:
             "-r",
             str(JOBS),
             "--log-level",
-            "WARNING",
+            log_level,
             *flags,
         ],
         env=env,
         cwd=HERE,
+        stderr=subprocess.DEVNULL if quiet else None,
     )
 
 
@@ -158,8 +165,38 @@ def w5(server: RedisServer, client: object, seconds: float = 60.0) -> None:
         )
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def w6(server: RedisServer, client: object, count: int = 20_000, runs: int = 3) -> None:
+    from bench_jobs import IncrJob
+
+    for log_level in ("WARNING", "INFO"):
+        for concurrency in (1, 10):
+            rates, cpus = [], []
+            for _ in range(runs):
+                client.flushall()  # type: ignore[attr-defined]
+                IncrJob.perform_bulk([[] for _ in range(count)])
+                started = time.perf_counter()
+                worker = spawn(server, "-c", str(concurrency), log_level=log_level, quiet=True)
+                try:
+                    wait_until(lambda: int(client.get("bench:incr") or 0) >= count, 300)  # type: ignore[attr-defined]
+                    rates.append(count / (time.perf_counter() - started))
+                    cpus.append(_cpu_seconds(worker.pid) / count * 1e6)
+                finally:
+                    stop(worker)
+            print(
+                f"W6 drain {count:,} INCR jobs, concurrency {concurrency:>2}, log level "
+                f"{log_level:<7}: {statistics.median(rates):,.0f} jobs/s "
+                f"({min(rates):,.0f}-{max(rates):,.0f}), worker CPU "
+                f"{statistics.median(cpus):.0f} us/job"
+            )
+
+
 def main() -> None:
-    wanted = [arg.lower() for arg in sys.argv[1:]] or ["w2", "w3", "w4", "w5"]
+    wanted = [arg.lower() for arg in sys.argv[1:]] or ["w2", "w3", "w4", "w5", "w6"]
     sys.path.insert(0, str(HERE))
     for name in wanted:
         with RedisServer() as server:
