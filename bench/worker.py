@@ -51,7 +51,7 @@ def spawn(
         ],
         env=env,
         cwd=HERE,
-        stderr=subprocess.DEVNULL if quiet else None,
+        stdout=subprocess.DEVNULL if quiet else None,
     )
 
 
