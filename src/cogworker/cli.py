@@ -295,7 +295,21 @@ def _run_swarm_child(flags: WorkerFlags) -> None:
 # -- commands ----------------------------------------------------------------------------------
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The worker commands defined here, and the admin commands loaded by name on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *admin_cli.COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or admin_cli.load(cmd_name)
+
+
+@click.group(
+    cls=_Commands,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @_worker_options
 @click.version_option(__version__, "-V", "--version", prog_name="cogworker")
 @click.pass_context
@@ -367,8 +381,6 @@ def demo_command(jobs: int, dashboard: bool | None, keep: bool | None) -> None:
     sys.exit(demo.main(jobs, dashboard=dashboard, keep=keep))
 
 
-for _admin_command in admin_cli.COMMANDS:
-    main_group.add_command(_admin_command)
 main_group.add_command(web_command)  # imports nothing of the web extra until it runs
 
 
