@@ -16,7 +16,16 @@ from collections.abc import Iterator
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import Gate, all_settled, fresh_runtime, holds, running
+from runtime_support import (
+    AclServer,
+    Gate,
+    all_settled,
+    fresh_runtime,
+    holds,
+    private_config,
+    release,
+    running,
+)
 
 import cogworker
 from cogworker import keys
@@ -232,3 +241,33 @@ def test_a_queue_key_of_the_wrong_type_is_skipped_and_the_job_counted_once(
     assert any(
         "Fetch: ResponseError: WRONGTYPE" in record.getMessage() for record in caplog.records
     )
+
+
+def test_a_failure_before_the_call_still_settles_the_finished_job(
+    acl: AclServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turnover re-reads the paused queues (SMEMBERS) when its cache has expired; refused
+    then, the job that just finished is acknowledged through the bookkeeper all the same
+    (before, the error escaped and the job stayed listed, held by a live process, for good)."""
+    # the paused queues are re-read on every call
+    monkeypatch.setattr(queues_module.PausedQueues.__init__, "__defaults__", (0.0,))
+    cfg = private_config(acl.worker_url, concurrency=1, shutdown_timeout=2.0)
+    admin = acl.admin
+    manager = Manager(cfg, new_identity())
+    try:
+        with running(manager):
+            GATES["first"] = Gate()
+            cogworker.Client(cfg).enqueue(StepJob, "first")
+            wait_for(GATES["first"].entered.is_set)
+            acl.deny("smembers")
+            GATES["first"].open()
+            wait_for(lambda: all_settled(admin, manager))
+            assert admin.llen(keys.queue("default")) == 0
+            acl.allow("smembers")
+            GATES["second"] = Gate()
+            GATES["second"].open()
+            cogworker.Client(cfg).enqueue(StepJob, "second")
+            wait_for(lambda: RUNS == ["first", "second"] and all_settled(admin, manager))
+        assert admin.get(keys.STATS_PROCESSED) == "2"
+    finally:
+        release(cfg)

@@ -139,7 +139,7 @@ class Bookkeeper:
 
     def record_run(self, job_class: str, seconds: float, *, failed: bool) -> None:
         """A run's class and execution time, for the per-class metrics (sent within a second;
-        this wakes nobody)."""
+        only the first run of that second wakes this thread, to set its timer)."""
         with self._cond:
             self._add_run(job_class, seconds, failed)
 

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -83,8 +83,33 @@ class Turnover:
         if not isinstance(fetch, ReliableFetch):
             self._hand_to_bookkeeper(tid, finished)
             return None
+        try:
+            reply = self._call(fetch, tid, finished)
+        except Exception as error:  # the job is finished: whatever failed, it must be settled
+            self._report(error, finished.acknowledge)
+            self._hand_to_bookkeeper(tid, finished)
+            return None
+        redis_errors.reporter.recovered("Turnover")
+        if finished.acknowledge is not None:
+            self._ledger.finished(finished.acknowledge)
+        failures = reply[1]
+        for at in range(0, len(failures), 2):
+            site = "Fetch" if failures[at] == "fetch" else "Bookkeeping (ignored)"
+            redis_errors.reporter.report(site, redis.ResponseError(failures[at + 1]))
+        if len(reply) < 4:
+            return None
+        work = Work.taken(keys.queue_name(reply[2]), reply[3])
+        self._ledger.taken(work)
+        if self._quiet.is_set() or self._stopping.is_set():
+            self._settler.give_back(work)  # quiet began while the call was out: don't start it
+            self._ledger.finished(work)
+            self._bookkeeper.deregister(tid)
+            return None
+        return work
+
+    def _call(self, fetch: ReliableFetch, tid: str, finished: Finished) -> list[Any]:
         taking = not (self._quiet.is_set() or self._stopping.is_set())
-        order = fetch.queue_order() if taking else []
+        order = fetch.queue_order() if taking else []  # may read the paused queues: Redis
         done = finished.acknowledge
         hour = int(time.time()) // 3600
         script_keys = [
@@ -105,29 +130,8 @@ class Turnover:
             int(time.time()),
             *map(self._opening, order),
         ]
-        try:
-            reply = TURNOVER.call_on(self._connection(), script_keys, args)
-        except redis.RedisError as error:
-            self._report(error, done)
-            self._hand_to_bookkeeper(tid, finished)
-            return None
-        redis_errors.reporter.recovered("Turnover")
-        if done is not None:
-            self._ledger.finished(done)
-        failures = reply[1]
-        for at in range(0, len(failures), 2):
-            site = "Fetch" if failures[at] == "fetch" else "Bookkeeping (ignored)"
-            redis_errors.reporter.report(site, redis.ResponseError(failures[at + 1]))
-        if len(reply) < 4:
-            return None
-        work = Work.taken(keys.queue_name(reply[2]), reply[3])
-        self._ledger.taken(work)
-        if self._quiet.is_set() or self._stopping.is_set():
-            self._settler.give_back(work)  # quiet began while the call was out: don't start it
-            self._ledger.finished(work)
-            self._bookkeeper.deregister(tid)
-            return None
-        return work
+        reply: list[Any] = TURNOVER.call_on(self._connection(), script_keys, args)
+        return reply
 
     def _connection(self) -> AbstractConnection:
         held: AbstractConnection | None = getattr(self._threads, "connection", None)
@@ -142,9 +146,18 @@ class Turnover:
             held.disconnect()  # type: ignore[no-untyped-call]
             self._threads.connection = None
 
-    def _report(self, error: redis.RedisError, done: Work | None) -> None:
+    def _report(self, error: Exception, done: Work | None) -> None:
         if redis_errors.is_unavailable(error):
             redis_errors.reporter.report("Turnover", error)  # one line per outage
+            return
+        if not isinstance(error, redis.RedisError):  # a bug: its traceback, once per failure
+            logger.error(
+                "turnover failed unexpectedly (%s: %s); %s, and the thread waits for the fetcher",
+                type(error).__name__,
+                error,
+                f"the bookkeeper acknowledges jid={done.jid}" if done else "nothing to acknowledge",
+                exc_info=error,
+            )
             return
         logger.warning(
             "turnover failed (%s: %s); %s, and the thread waits for the fetcher",
