@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import redis
+from conftest import wait_for
 
 from cogworker.redis_server import PortTaken, RedisServer
 
@@ -32,3 +33,19 @@ def test_a_chosen_port_that_is_taken_is_an_error_naming_it() -> None:
         finally:
             taken.cleanup()
         assert redis.Redis.from_url(first.url).ping()
+
+
+def test_start_returns_once_the_dataset_is_loaded() -> None:
+    """A restarted server answers INFO while it still loads its AOF; start() waits for the
+    load (PING answered), so that nothing acts on a half-loaded dataset."""
+    # key-load-delay (a debugging setting): 50 µs per key loaded, so the load takes 0.5 s
+    lines = ["appendonly yes", "key-load-delay 50", "loading-process-events-interval-bytes 1024"]
+    with RedisServer(config_lines=lines) as server:
+        client = redis.Redis.from_url(server.url)
+        client.execute_command("DEBUG", "POPULATE", 10_000)
+        client.execute_command("BGREWRITEAOF")
+        wait_for(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 0)
+        server.stop()
+        server.start()
+        assert client.info("persistence")["loading"] == 0
+        assert client.dbsize() == 10_000

@@ -83,6 +83,18 @@ def _answering_pid(port: int) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def _serving(port: int) -> bool:
+    """True once the server on ``port`` answers PING with PONG: not while it is still
+    loading its dataset (a client changing ACL rules then would break the load)."""
+    with (
+        contextlib.suppress(OSError),
+        socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock,
+    ):
+        sock.sendall(b"PING\r\n")
+        return sock.recv(64).startswith(b"+PONG")
+    return False
+
+
 class RedisServer:
     """A redis-server child process on 127.0.0.1; use as a context manager or call stop()."""
 
@@ -150,9 +162,9 @@ class RedisServer:
                     raise PortTaken(f"port {self.port} is taken")
                 raise RuntimeError(f"redis-server exited at start: {self.log_tail()}")
             answering = _answering_pid(self.port)
-            if answering == process.pid:
+            if answering == process.pid and _serving(self.port):
                 return self
-            if answering is not None:  # someone else's server holds the port; ours exits
+            if answering not in (None, process.pid):  # another server holds the port
                 self.stop()
                 raise PortTaken(f"port {self.port} is taken by process {answering}")
             time.sleep(0.02)
