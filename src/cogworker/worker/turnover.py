@@ -111,14 +111,14 @@ class Turnover:
         taking = not (self._quiet.is_set() or self._stopping.is_set())
         order = fetch.queue_order() if taking else []  # may read the paused queues: Redis
         done = finished.acknowledge
-        hour = int(time.time()) // 3600
+        now = int(time.time())
         script_keys = [
             fetch.inprogress,
             keys.orphanings(done.jid) if done is not None else fetch.inprogress,
             self._workers_key,
             keys.STATS_PROCESSED,
             keys.STATS_FAILED,
-            keys.throughput(hour),
+            keys.throughput(now // 3600),
             *map(keys.queue, order),
         ]
         args = [
@@ -127,7 +127,7 @@ class Turnover:
             finished.processed,
             finished.failed,
             keys.THROUGHPUT_TTL,
-            int(time.time()),
+            now,
             *map(self._opening, order),
         ]
         reply: list[Any] = TURNOVER.call_on(self._connection(), script_keys, args)
