@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,15 @@ from runtime_support import (
     cogworker_env,
     cogworker_log_records,
     is_running,
-    kill_session,
     listening,
-    live_children,
     process_title,
     registered_identity,
-    spawn_cogworker,
 )
+from swarm_support import StartSwarm, ready, swarms
 
 import cogworker
 from cogworker import keys
-from cogworker.swarm import KILL_GRACE, Swarm, respawn_delay
+from cogworker.swarm import KILL_GRACE, Child, Swarm, respawn_delay
 
 JOBS_MODULE = '''
 """Jobs for the swarm tests."""
@@ -126,7 +123,7 @@ class Clock:
         return self.now
 
 
-def crash(slot: int) -> None:
+def crash(child: Child) -> None:
     raise SystemExit(3)
 
 
@@ -210,7 +207,7 @@ def test_unexpected_exit_log_names_the_exit_status() -> None:
 def test_unknown_queued_signal_is_logged_and_ignored() -> None:
     """A signal name the supervisor doesn't know is logged and changes nothing."""
 
-    def never(slot: int) -> None:
+    def never(child: Child) -> None:
         raise AssertionError("nothing may be forked")
 
     swarm = Swarm(2, never, clock=Clock())
@@ -230,7 +227,7 @@ def test_a_child_ignoring_term_is_killed_once_after_the_deadline(tmp_path: Path)
     """TERM, then one KILL at shutdown_timeout + 10 s on the swarm's clock."""
     ready = tmp_path / "ignoring"
 
-    def stubborn(slot: int) -> None:
+    def stubborn(child: Child) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         ready.write_text("1")
         time.sleep(60)
@@ -266,84 +263,10 @@ def test_a_child_ignoring_term_is_killed_once_after_the_deadline(tmp_path: Path)
 # -- end to end: python -m cogworker swarm ----------------------------------------------------
 
 
-@dataclass
-class Supervisor:
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def children(self) -> set[int]:
-        return live_children(self.pid)
-
-    def send(self, signum: int) -> None:
-        os.kill(self.pid, signum)
-
-    def wait_output(self, pattern: str, timeout: float = 15.0) -> re.Match[str]:
-        try:
-            return wait_for(lambda: re.search(pattern, self.output()), timeout)
-        except AssertionError:
-            raise AssertionError(f"{pattern!r} not in output:\n{self.output()}") from None
-
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"supervisor still running:\n{self.output()}") from None
-
-
-StartSwarm = Callable[..., Supervisor]
-
-
 @pytest.fixture
 def start_swarm(tmp_path: Path, redis_url: str, r: redis.Redis) -> Iterator[StartSwarm]:
-    (tmp_path / "swarm_jobs.py").write_text(JOBS_MODULE)
-    started: list[Supervisor] = []
-
-    def start(
-        count: int = 2, timeout: str = "1", extra_config: str = "", phased: bool = False
-    ) -> Supervisor:
-        index = len(started)
-        config = tmp_path / f"swarm-{index}.yml"
-        config.write_text(FAST + extra_config)
-        env = cogworker_env(redis_url, COGWORKER_COUNT=str(count))
-        env.pop("PHASED_RESTART", None)
-        if phased:
-            env["PHASED_RESTART"] = "true"
-        log = tmp_path / f"swarm-{index}.out"
-        args = ["swarm", "-r", "swarm_jobs", "-C", str(config), "-t", timeout]
-        supervisor = Supervisor(spawn_cogworker(args, tmp_path, log, env), log)
-        started.append(supervisor)
-        return supervisor
-
-    try:
+    with swarms(tmp_path, redis_url, JOBS_MODULE, FAST) as start:
         yield start
-    finally:
-        for supervisor in started:
-            kill_session(supervisor.process)  # the supervisor and every child it forked
-        for supervisor in started:
-            print(f"--- swarm {supervisor.pid}:\n{supervisor.output()}")
-
-
-def ready(r: redis.Redis, supervisor: Supervisor, count: int = 2) -> dict[int, str]:
-    """Wait until ``count`` children run and each has registered; pid -> identity."""
-
-    def registered() -> dict[int, str] | None:
-        assert supervisor.process.poll() is None, supervisor.output()
-        children = supervisor.children()
-        if len(children) != count:
-            return None
-        found = {pid: registered_identity(r, pid) for pid in children}
-        if not all(found.values()):
-            return None
-        return {pid: str(identity) for pid, identity in found.items()}
-
-    return dict(wait_for(registered, timeout=30))
 
 
 def busy_in_title(pid: int) -> int | None:

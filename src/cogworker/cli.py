@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import redis
@@ -35,6 +35,9 @@ from cogworker.periodic.entries import PeriodicError
 from cogworker.process_state import state
 from cogworker.registry import AppLoadError, load_app
 from cogworker.web.cli import web_command
+
+if TYPE_CHECKING:
+    from cogworker.swarm import Child
 
 __all__ = ["AppLoadError", "WorkerFlags", "build_config", "load_app", "main", "run_worker"]
 
@@ -232,8 +235,9 @@ def _setup_logs(config: Config, logfile: str | None) -> None:
 # -- running workers ---------------------------------------------------------------------------
 
 
-def run_worker(flags: WorkerFlags, *, supervised: bool = False) -> None:
-    """Boot a worker in this process; ``supervised`` when it is a swarm's child."""
+def run_worker(flags: WorkerFlags, *, child: Child | None = None) -> None:
+    """Boot a worker in this process; ``child`` when it is a swarm's child."""
+    supervised = child is not None
     config, extras = build_config(flags)
     set_default_config(config)
     if not supervised:
@@ -257,7 +261,7 @@ def run_worker(flags: WorkerFlags, *, supervised: bool = False) -> None:
     _setup_logs(config, flags.logfile)  # the app may have changed the level
     from cogworker.worker.launcher import Launcher
 
-    launcher = Launcher(config)
+    launcher = Launcher(config, child=child)
     launcher.install_signal_handlers()
     launcher.run()
     logs.flush_output()
@@ -267,6 +271,7 @@ def run_worker(flags: WorkerFlags, *, supervised: bool = False) -> None:
 
 def run_swarm(flags: WorkerFlags) -> None:
     from cogworker.swarm import Swarm
+    from cogworker.worker.recovery.reaped import ReapedChildren
 
     config, _ = build_config(flags)  # validate flags and file before forking
     if not flags.app:
@@ -275,7 +280,9 @@ def run_swarm(flags: WorkerFlags) -> None:
     _setup_logs(config, flags.logfile)
     swarm = Swarm(
         count,
-        lambda slot: _run_swarm_child(flags),
+        lambda child: _run_swarm_child(flags, child),
+        # basic fetch keeps no in-progress list: there is nothing to requeue
+        recovery=ReapedChildren(config) if config.fetch == "reliable" else None,
         shutdown_timeout=config.shutdown_timeout,
         max_memory_mb=config.max_memory,
         phased=phased,
@@ -286,10 +293,10 @@ def run_swarm(flags: WorkerFlags) -> None:
     swarm.run()
 
 
-def _run_swarm_child(flags: WorkerFlags) -> None:
+def _run_swarm_child(flags: WorkerFlags, child: Child) -> None:
     """A forked child: forget the parent's per-process state, then boot a full worker."""
     state.reset()
-    run_worker(flags, supervised=True)
+    run_worker(flags, child=child)
 
 
 # -- commands ----------------------------------------------------------------------------------

@@ -11,9 +11,13 @@
 * ``max_memory`` (MB): every 5 s the supervisor reads each child's own memory (PSS, which
   doesn't count pages shared with the supervisor); a child above it is stopped gracefully
   (running jobs finish within the shutdown timeout, the rest go back) and replaced.
+* The supervisor picks each child's identity before the fork, so when it reaps a child it
+  knows for certain whose jobs were left running: it hands that identity to ``recovery``
+  (which requeues them at once) instead of leaving them to the orphan check.
 
-The supervisor never runs jobs, starts threads or talks to Redis; every child boots a full
-worker (its own identity, its own connections) right after the fork.
+The supervisor never runs jobs or starts threads; the one thing it may do with Redis is that
+recovery, between forks. Every child boots a full worker (its own connections) right after
+the fork.
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ import contextlib
 import logging
 import os
 import queue
+import secrets
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from cogworker.identity import hostname, new_identity
 
 logger = logging.getLogger("cogworker")
 
@@ -62,10 +70,36 @@ def child_memory_mb(pid: int) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class Child:
+    """What a forked child is told: its slot, the identity it must run under and its
+    supervisor's identity (shown with it, so a swarm can be operated as one)."""
+
+    index: int
+    identity: str
+    supervisor: str
+
+
+def child_identity(pid: int, token: str) -> str:
+    """The identity of the child with ``pid``; ``token`` is drawn by the supervisor before
+    the fork, so that both sides know it."""
+    return f"{hostname()}:{pid}:{token}"
+
+
+class ChildRecovery(Protocol):
+    """What the supervisor does with a child it reaped: ``exited`` once, ``retry`` every
+    round (for recoveries that couldn't be done yet)."""
+
+    def exited(self, identity: str, pid: int) -> None: ...
+
+    def retry(self) -> None: ...
+
+
 @dataclass
 class Slot:
     index: int
     pid: int | None = None
+    identity: str | None = None
     started: float = 0.0
     streak: int = 0
     respawn_at: float | None = None
@@ -76,8 +110,9 @@ class Swarm:
     def __init__(
         self,
         count: int,
-        run_child: Callable[[int], None],
+        run_child: Callable[[Child], None],
         *,
+        recovery: ChildRecovery | None = None,
         shutdown_timeout: float = 25.0,
         max_memory_mb: float | None = None,
         phased: bool = False,
@@ -87,6 +122,8 @@ class Swarm:
             raise ValueError(f"a swarm needs at least 1 child, got {count}")
         self.slots = [Slot(index) for index in range(count)]
         self.run_child = run_child
+        self.recovery = recovery
+        self.identity = new_identity()
         self.shutdown_timeout = shutdown_timeout
         self.max_memory_mb = max_memory_mb
         self.phased = phased
@@ -99,13 +136,15 @@ class Swarm:
     # -- processes ---------------------------------------------------------------------------
 
     def fork(self, slot: Slot) -> None:
+        token = secrets.token_hex(6)
         pid = os.fork()
         if pid == 0:  # the child
             status = 1
             try:
                 for name in ("SIGTERM", "SIGINT", "SIGTSTP", "SIGUSR2", "SIGCHLD"):
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
-                self.run_child(slot.index)
+                identity = child_identity(os.getpid(), token)
+                self.run_child(Child(slot.index, identity, self.identity))
                 status = 0
             except SystemExit as done:
                 status = (
@@ -119,6 +158,7 @@ class Swarm:
                 logs.flush_output()
                 os._exit(status)
         slot.pid, slot.started, slot.respawn_at, slot.replacing = pid, self.clock(), None, False
+        slot.identity = child_identity(pid, token)
         logger.info("swarm: started child pid=%d slot=%d", pid, slot.index)
 
     def _send(self, sig: int, slots: list[Slot] | None = None) -> None:
@@ -150,6 +190,8 @@ class Swarm:
             except queue.Empty:
                 break
         self.reap()
+        if self.recovery is not None:
+            self.recovery.retry()
         now = self.clock()
         for slot in self.slots:
             if (
@@ -206,8 +248,22 @@ class Swarm:
             if slot is not None:
                 self._exited(slot, status)
 
+    def _gone(self, slot: Slot, pid: int | None, identity: str | None) -> None:
+        """The slot's child is reaped: whatever it left running goes to ``recovery``."""
+        slot.pid = slot.identity = None
+        if self.recovery is not None and pid is not None and identity is not None:
+            self.recovery.exited(identity, pid)
+
     def _exited(self, slot: Slot, status: int) -> None:
-        pid, slot.pid = slot.pid, None
+        pid, identity = slot.pid, slot.identity
+        try:
+            self._log_exit(slot, status)
+        finally:
+            self._gone(slot, pid, identity)
+
+    def _log_exit(self, slot: Slot, status: int) -> None:
+        """Log the exit and set when the slot is forked again."""
+        pid = slot.pid
         if self.stopping:
             logger.info("swarm: child pid=%s slot=%d exited", pid, slot.index)
             return
@@ -262,7 +318,7 @@ class Swarm:
         except ChildProcessError:
             pid = slot.pid
         if pid:
-            slot.pid = None
+            self._gone(slot, slot.pid, slot.identity)
 
     def check_memory(self) -> None:
         assert self.max_memory_mb is not None

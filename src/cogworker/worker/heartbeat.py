@@ -83,8 +83,17 @@ def redis_now(client: redis.Redis) -> int:
 
 
 class Heartbeat:
-    def __init__(self, config: Config, manager: Manager, on_signal: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        manager: Manager,
+        on_signal: Callable[[str], None],
+        *,
+        supervisor: str | None = None,
+    ) -> None:
+        """``supervisor``: the identity of the swarm supervisor that forked this process."""
         self.config = config
+        self.supervisor = supervisor
         self.manager = manager
         self.identity = manager.identity
         self._client = config.redis()
@@ -177,6 +186,8 @@ class Heartbeat:
                 "rss_kb": rss_kb(),
                 "tag": self.config.tag,
                 "identity": self.identity,
+                # an extra field (Ruby ignores it): the swarm this process belongs to
+                **({"supervisor": self.supervisor} if self.supervisor else {}),
             }
         )
 

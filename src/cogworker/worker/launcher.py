@@ -16,6 +16,7 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -26,6 +27,9 @@ from cogworker.worker.heartbeat import PRESENCE_TTL, Heartbeat
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 from cogworker.worker.ticker import Ticker
+
+if TYPE_CHECKING:
+    from cogworker.swarm import Child
 
 logger = logging.getLogger("cogworker")
 
@@ -41,14 +45,17 @@ def weighted_queues(queues: list[str]) -> str:
 
 
 class Launcher:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, child: Child | None = None) -> None:
+        """``child``: this process is a swarm's child, with the identity its supervisor
+        chose."""
         # no Redis I/O in constructors
         self.config = config
         registry.allow_imports(*config.job_packages)  # the app's own packages: see cli
-        self.identity = new_identity()
+        self.identity = child.identity if child is not None else new_identity()
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.manager = Manager(config, self.identity)
-        self.heartbeat = Heartbeat(config, self.manager, self.signals.put)
+        supervisor = child.supervisor if child is not None else None
+        self.heartbeat = Heartbeat(config, self.manager, self.signals.put, supervisor=supervisor)
         self.scheduler = Scheduler(self.manager, self.heartbeat.beats)
         self.ticker = Ticker(self.manager, ready=self.scheduler.recovered_once)
         self.started = threading.Event()

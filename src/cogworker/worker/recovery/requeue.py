@@ -1,7 +1,7 @@
 """Requeueing a whole in-progress list in one script (``requeue_list.lua``): a dead
-process's (orphan recovery: the liveness verdict is taken in the same step) or this
-process's own at shutdown. It only moves payloads and says what it did; what to do with the
-payloads it could not requeue is the caller's."""
+process's (orphan recovery: the liveness verdict is taken in the same step), a swarm child's
+that its supervisor reaped, or this process's own at shutdown. It only moves payloads and
+says what it did; what to do with the payloads it could not requeue is the caller's."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class Requeued:
 
     moved: int
     failed: int = 0
+    parked: int = 0  # of ``moved``: recovered too often, parked to be filed into dead
     unlisted: tuple[str, ...] = ()  # queues no live process reads
     buried: tuple[str, ...] = ()  # raws put straight into dead: parking them failed
     unnamed: tuple[str, ...] = ()  # raws sent to the default queue: no queue could be read
@@ -42,6 +43,7 @@ def requeue_list(
     identity: str,
     *,
     if_dead_for: float | None = None,
+    reaped: bool = False,
     finished: Sequence[str] = (),
     keep: Sequence[str] = (),
 ) -> Requeued:
@@ -50,9 +52,13 @@ def requeue_list(
     ``if_dead_for`` (orphan recovery) requeues only when the owner's presence key is gone and
     its last beat is older than that many seconds, counting each job's recoveries (a job
     recovered more than ``max_orphanings`` times is parked on ``cogworker:repeat_orphans``);
-    None requeues unconditionally (own shutdown, where ``finished`` jobs are dropped and
-    ``keep`` jobs stay listed).
+    ``reaped`` (a swarm child its supervisor saw exit) skips the verdict, counts the
+    recoveries the same way and removes the owner's presence; otherwise the list is requeued
+    unconditionally (own shutdown, where ``finished`` jobs are dropped and ``keep`` jobs stay
+    listed).
     """
+    if reaped and if_dead_for is not None:
+        raise ValueError("a reaped process needs no liveness verdict: pass one of the two")
     script_keys = [
         keys.inprogress(identity),
         keys.process(identity),
@@ -61,25 +67,31 @@ def requeue_list(
         keys.DEAD,
         keys.QUEUES,
         keys.LIVE_QUEUES,
+        keys.workers(identity),
+        keys.PROCESSES,
+        keys.INPROGRESS_IDENTITIES,
     ]
-    args = _script_args(config, identity, if_dead_for)
+    verdict = "reaped" if reaped else "" if if_dead_for is None else str(float(if_dead_for))
+    args = _script_args(config, identity, verdict)
     args += [f"d:{raw}" for raw in finished] + [f"k:{raw}" for raw in keep]
     reply = REQUEUE_LIST(client, script_keys, args)
-    moved, failed, n_unlisted, n_buried = (int(count) for count in reply[:4])
+    moved, failed, n_unlisted, n_buried, parked = (int(count) for count in reply[:5])
     if moved == -1:
         return Requeued(-1)
+    names = reply[5:]
     done = Requeued(
         moved,
         failed,
-        unlisted=tuple(reply[4 : 4 + n_unlisted]),
-        buried=tuple(reply[4 + n_unlisted : 4 + n_unlisted + n_buried]),
-        unnamed=tuple(reply[4 + n_unlisted + n_buried :]),
+        parked,
+        unlisted=tuple(names[:n_unlisted]),
+        buried=tuple(names[n_unlisted : n_unlisted + n_buried]),
+        unnamed=tuple(names[n_unlisted + n_buried :]),
     )
     _log(identity, done)
     return done
 
 
-def _script_args(config: Config, identity: str, if_dead_for: float | None) -> list[Any]:
+def _script_args(config: Config, identity: str, verdict: str) -> list[Any]:
     """ARGV up to the marks: the prefixes of the keys the script names after what a job
     holds (its queue, its cron entry's running lock, its orphan counter), then the rest."""
     return [
@@ -88,7 +100,7 @@ def _script_args(config: Config, identity: str, if_dead_for: float | None) -> li
         keys.PERIODIC_RUNNING_PREFIX,
         queued_ttl(config),
         identity,
-        "" if if_dead_for is None else int(if_dead_for),
+        verdict,
         int(time.time()),
         keys.ORPHANINGS_PREFIX,
         ORPHANINGS_TTL,

@@ -1,25 +1,31 @@
 --#include requeue_job.lua
 --#include acl_guard.lua
--- Requeue a process's in-progress list: a dead process's (orphan recovery) or our own at
--- shutdown. The liveness verdict and the requeue happen in this one step, so a process that
--- beats meanwhile can't have its running jobs taken.
+-- Requeue a process's in-progress list: a dead process's (orphan recovery), a swarm child's
+-- its supervisor has reaped, or our own at shutdown. The liveness verdict and the requeue
+-- happen in this one step, so a process that beats meanwhile can't have its running jobs
+-- taken.
 -- KEYS[1]  cogworker:inprogress:<owner>       KEYS[2]  cogworker:process:<owner>
 -- KEYS[3]  cogworker:last_beat                KEYS[4]  cogworker:repeat_orphans
 -- KEYS[5]  cogworker:dead                     KEYS[6]  cogworker:queues
--- KEYS[7]  cogworker:live_queues
+-- KEYS[7]  cogworker:live_queues               KEYS[8]  cogworker:<owner>:workers
+-- KEYS[9]  cogworker:processes                KEYS[10] cogworker:inprogress_identities
 -- Keys named after what a job holds are built from prefixes, as only the job read here says
 -- which: its queue (ARGV[1] .. queue, keys.QUEUE_PREFIX), its cron entry's running lock
 -- (ARGV[3] .. pjid, keys.PERIODIC_RUNNING_PREFIX), its orphan counter (ARGV[8] .. jid,
 -- keys.ORPHANINGS_PREFIX).
 -- ARGV[1]  queue key prefix   ARGV[2] default queue   ARGV[3] running-lock key prefix
 -- ARGV[4]  running-lock TTL   ARGV[5] owner identity
--- ARGV[6]  orphan threshold in seconds, or "" to requeue unconditionally (own shutdown)
+-- ARGV[6]  orphan threshold in seconds (recovery: only if the owner is dead); "reaped" when
+--          the owner is known dead (its supervisor reaped it): no verdict, recoveries counted,
+--          and its presence removed once its list is empty; "" to requeue unconditionally
+--          (own shutdown)
 -- ARGV[7]  caller's epoch seconds (used when TIME is refused)
 -- ARGV[8]  orphan counter key prefix   ARGV[9] counter TTL   ARGV[10] max orphanings
 -- ARGV[11..] "d:<raw>" already finished, drop it; "k:<raw>" keep it on the list
--- Returns  {-1, 0, 0, 0} when the owner is alive, else {moved, failed, n_unlisted, n_buried,
---          unlisted queue names..., raws buried straight into dead..., raws sent to the default
---          queue because no queue could be read in them...}
+-- Returns  {-1, 0, 0, 0, 0} when the owner is alive, else {moved, failed, n_unlisted, n_buried,
+--          parked, unlisted queue names..., raws buried straight into dead..., raws sent to the
+--          default queue because no queue could be read in them...}; "moved" counts the jobs
+--          taken off the list, "parked" those of them recovered too often (not requeued)
 if redis.replicate_commands then
   pcall(redis.replicate_commands)
 end
@@ -32,14 +38,15 @@ local function redis_now()
   return tonumber(ARGV[7])
 end
 
+local reaped = ARGV[6] == "reaped"
 local recovering = ARGV[6] ~= ""
-if recovering then
+if recovering and not reaped then
   if redis.call("EXISTS", KEYS[2]) == 1 then
-    return {-1, 0, 0, 0}
+    return {-1, 0, 0, 0, 0}
   end
   local last = tonumber(redis.call("HGET", KEYS[3], ARGV[5]) or "")
   if last and redis_now() - last <= tonumber(ARGV[6]) then
-    return {-1, 0, 0, 0}
+    return {-1, 0, 0, 0, 0}
   end
 end
 
@@ -59,7 +66,7 @@ for i = 11, #ARGV do
 end
 
 local clock = redis_now()
-local moved, failed = 0, 0
+local moved, failed, parked_count = 0, 0, 0
 local kept, unlisted, unlisted_seen, buried, unnamed = {}, {}, {}, {}, {}
 local n = redis.call("LLEN", KEYS[1])
 for _ = 1, n do
@@ -125,6 +132,9 @@ for _ = 1, n do
       end
     end
     redis.call("LPOP", KEYS[1])
+    if parked then
+      parked_count = parked_count + 1
+    end
     if written or parked then
       if counter then
         pcall(redis.call, "INCR", counter)
@@ -140,8 +150,18 @@ end
 for _, raw in ipairs(kept) do
   redis.call("RPUSH", KEYS[1], raw)
 end
+if reaped then
+  -- gone for good: nobody should count it as a process or show it busy; its identity stays
+  -- registered for orphan recovery while some job couldn't be put back
+  pcall(redis.call, "DEL", KEYS[2], KEYS[8])
+  pcall(redis.call, "SREM", KEYS[9], ARGV[5])
+  if failed == 0 then
+    pcall(redis.call, "SREM", KEYS[10], ARGV[5])
+    pcall(redis.call, "HDEL", KEYS[3], ARGV[5])
+  end
+end
 
-local result = {moved, failed, #unlisted, #buried}
+local result = {moved, failed, #unlisted, #buried, parked_count}
 for _, list in ipairs({unlisted, buried, unnamed}) do
   for _, item in ipairs(list) do
     result[#result + 1] = item
