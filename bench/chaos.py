@@ -52,7 +52,6 @@ import redis
 import cogworker
 from cogworker import keys
 from cogworker.redis_server import RedisServer, free_port
-from cogworker.worker.heartbeat import PRESENCE_TTL
 from cogworker.worker.scheduler import RETRY_AFTER_LOST_CONNECTION
 
 HERE = Path(__file__).resolve().parent
@@ -1082,7 +1081,7 @@ class Chaos:
                 "min_faults": self.settings.min_faults,
                 "started_at": self.started_at,
                 "config": WORKER_CONFIG,
-                "presence_ttl": PRESENCE_TTL,
+                "presence_ttl": cogworker.Config(**WORKER_CONFIG).presence_ttl,
                 "retry_after_lost_connection": RETRY_AFTER_LOST_CONNECTION,
                 "faults_skipped": self.skipped,
                 "periodic": PERIODIC,

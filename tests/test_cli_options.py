@@ -70,6 +70,7 @@ def app_dir(tmp_path: Path) -> Path:
     (tmp_path / "fast.yml").write_text(FAST)
     (tmp_path / "tagged.yml").write_text(FAST + "tag: from-file\n")
     (tmp_path / "max_memory.yml").write_text("max_memory: 512\n")
+    (tmp_path / "short_presence.yml").write_text("heartbeat_interval: 2\npresence_ttl: 5\n")
     return tmp_path
 
 
@@ -219,6 +220,9 @@ REFUSED = [
     (["run", "-r", "opt_jobs"], {"COGWORKER_COUNT": "4"}, ["COGWORKER_COUNT=4", "swarm"]),
     (["-r", "opt_jobs"], {"PHASED_RESTART": "true"}, ["PHASED_RESTART", "swarm"]),
     (["run", "-r", "opt_jobs", "-C", "max_memory.yml"], {}, ["max_memory", "swarm"]),
+    # a presence that could expire between two beats of a live process
+    (["run", "-r", "opt_jobs", "-C", "short_presence.yml"], {}, ["presence_ttl (5 s)", "6 s"]),
+    (["swarm", "-r", "opt_jobs", "-C", "short_presence.yml"], {}, ["presence_ttl (5 s)"]),
     (
         ["run", "-r", "opt_jobs"],
         {"APP_ENV": "production", "RAILS_ENV": "staging"},

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "death_handlers": [],
     "shutdown_timeout": 25.0,
     "heartbeat_interval": 5.0,
+    "presence_ttl": 60.0,
     "poll_interval": 5.0,
     "orphan_check_interval": 60.0,
     "log_level": "INFO",
@@ -77,6 +78,7 @@ GOOD: list[tuple[str, Any, Any]] = [
     ("shutdown_timeout", 0, 0.0),
     ("shutdown_timeout", 8.5, 8.5),
     ("heartbeat_interval", 1, 1.0),
+    ("presence_ttl", 4, 4.0),
     ("poll_interval", 0.2, 0.2),
     ("orphan_check_interval", 30, 30.0),
     ("log_level", "debug", "DEBUG"),
@@ -129,6 +131,8 @@ BAD: list[tuple[str, Any]] = [
     ("shutdown_timeout", -1),
     ("shutdown_timeout", math.inf),
     ("heartbeat_interval", 0),
+    ("presence_ttl", 0),
+    ("presence_ttl", "60"),
     ("poll_interval", -5),
     ("orphan_check_interval", 0),
     ("log_level", "verbose"),
@@ -638,3 +642,16 @@ def test_missing_file_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in message
     assert str(path) in message
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_a_presence_shorter_than_three_heartbeats_is_refused_when_a_worker_boots() -> None:
+    """Either option may be set first, so the pair is checked as a worker boots."""
+    short = cogworker.Config(heartbeat_interval=2, presence_ttl=5)
+    with pytest.raises(cogworker.ConfigError) as refused:
+        short.check_liveness()
+    assert str(refused.value) == (
+        "presence_ttl (5 s) must be at least three heartbeats "
+        "(3 x heartbeat_interval 2 s = 6 s)"
+    )
+    cogworker.Config(heartbeat_interval=1, presence_ttl=3).check_liveness()
+    cogworker.Config().check_liveness()

@@ -35,7 +35,6 @@ import cogworker
 from cogworker import keys, wire
 from cogworker.identity import new_identity
 from cogworker.periodic.running_lock import active_ttl, queued_ttl
-from cogworker.worker.heartbeat import PRESENCE_TTL
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []  # jids of the cron runs performed in this process
@@ -115,15 +114,18 @@ def jid_of(raw: str) -> str:
     ("threshold", "check_interval"),
     [(300, 60), (900, 60), (2, 0.3), (300, 600), (60, 3600)],
 )
+@pytest.mark.parametrize("presence_ttl", [60, 3, 600])
 def test_active_ttl_outlasts_the_recovery_of_a_dead_process(
-    threshold: float, check_interval: float
+    threshold: float, check_interval: float, presence_ttl: float
 ) -> None:
     """A process killed mid-run stops refreshing the lock. Its jobs come back once its
     presence key has expired, its last beat is older than ``orphan_threshold``, and then at
     the next orphan check: the lock must last at least that long, or the next slot could
     start while the killed run still waits to be recovered."""
-    cfg = cogworker.Config(orphan_threshold=threshold, orphan_check_interval=check_interval)
-    recovery_takes = max(threshold, PRESENCE_TTL) + max(check_interval, 60)
+    cfg = cogworker.Config(
+        orphan_threshold=threshold, orphan_check_interval=check_interval, presence_ttl=presence_ttl
+    )
+    recovery_takes = max(threshold, presence_ttl) + max(check_interval, 60)
     assert active_ttl(cfg) >= recovery_takes
 
 

@@ -19,7 +19,7 @@ import cogworker
 from cogworker import keys, redis_errors
 from cogworker.identity import hostname, new_identity
 from cogworker.redis_server import RedisServer
-from cogworker.worker.heartbeat import PRESENCE_TTL, Heartbeat
+from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.launcher import Launcher
 from cogworker.worker.manager import Manager
 
@@ -87,6 +87,7 @@ def test_beat_writes_presence_registries_and_last_beat(
 ) -> None:
     config.queues = ["alpha,2", "beta"]
     config.concurrency = 3
+    config.presence_ttl = 9
     subject = Beating(config)
     try:
         before, redis_before = time.time(), redis_time(r)
@@ -105,7 +106,7 @@ def test_beat_writes_presence_registries_and_last_beat(
         assert isinstance(info["rss_kb"], int) and info["rss_kb"] > 0
         assert presence["busy"] == "0"
         assert presence["quiet"] == "false"
-        assert 0 < r.ttl(keys.process(subject.identity)) <= PRESENCE_TTL
+        assert 7 <= r.ttl(keys.process(subject.identity)) <= 9  # presence_ttl, not 60
         assert r.sismember(keys.PROCESSES, subject.identity) == 1
         assert r.smembers(keys.QUEUES) == {"alpha", "beta"}
         for queue in ("alpha", "beta"):

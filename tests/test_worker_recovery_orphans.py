@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +17,7 @@ import cogworker
 from cogworker import keys
 from cogworker.fetch.reliable import ReliableFetch
 from cogworker.identity import new_identity
-from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.heartbeat import Beats, Heartbeat
 from cogworker.worker.manager import Manager
 from cogworker.worker.recovery.requeue import requeue_list
 from cogworker.worker.scheduler import Scheduler
@@ -281,3 +282,100 @@ def test_a_running_scheduler_recovers_and_its_processors_run_the_jobs(
             checks.stop()
     assert r.exists(keys.inprogress(other)) == 0
     assert r.sismember(keys.INPROGRESS_IDENTITIES, other) == 0
+
+
+# -- after a stall of our own ---------------------------------------------------------------
+
+
+def test_beats_missed_for_two_intervals_count_as_a_stall() -> None:
+    now = [100.0]
+    beats = Beats(interval=1.0, clock=lambda: now[0])
+    assert beats.succeeded() is False  # the first beat
+    now[0] = 101.9  # late, but no beat missed
+    assert beats.succeeded() is False and beats.resumed_at is None
+    now[0] = 104.0  # more than two intervals since the last beat: frozen, starved...
+    assert beats.succeeded() is True
+    assert beats.resumed_at == 104.0
+    beats.failed()  # an outage counts the same
+    now[0] = 104.5
+    assert beats.succeeded() is True and beats.resumed_at == 104.5
+
+
+def test_after_a_stall_others_are_judged_only_once_our_beats_have_been_back_two_intervals(
+    config: cogworker.Config, r: redis.Redis, manager: Manager
+) -> None:
+    """Whatever froze this process may have frozen the others: their last beats are old too.
+    The verdict waits two heartbeats from our first beat after the stall."""
+    config.heartbeat_interval = 5
+    clock = [time.monotonic() - 60]
+    beats = Beats(interval=config.heartbeat_interval, clock=lambda: clock[0])
+    beats.succeeded()
+    clock[0] = time.monotonic()  # a minute without a beat, then one
+    assert beats.succeeded() is True
+    other = new_identity()
+    raws = [payload("frozen-with-us")]
+    leave_orphan(r, other, raws, beat_age=1000)
+    checks = Scheduler(manager, beats)
+
+    checks.orphan_check()
+    assert untouched(r, other, raws)
+    assert checks._next_orphan_check == clock[0] + 2 * config.heartbeat_interval
+
+    beats.resumed_at = time.monotonic() - 2 * config.heartbeat_interval - 0.1
+    checks.orphan_check()
+    assert r.lrange(keys.queue("default"), 0, -1) == raws
+
+
+# -- a swarm child its supervisor reaped ------------------------------------------------------
+
+
+def test_a_reaped_childs_list_is_requeued_counted_and_its_presence_removed(
+    config: cogworker.Config, r: redis.Redis, manager: Manager
+) -> None:
+    """The supervisor knows: no verdict (its presence may not have expired yet), and nothing
+    of any other process is touched."""
+    child, neighbour = new_identity(), new_identity()
+    raws = [payload("reaped-1"), payload("reaped-2")]
+    leave_orphan(r, child, raws, beat_age=0, alive=True)
+    r.sadd(keys.PROCESSES, child, neighbour)
+    r.hset(keys.workers(child), "tid", "{}")
+    neighbours = [payload("neighbour")]
+    leave_orphan(r, neighbour, neighbours, beat_age=0, alive=True)
+
+    done = requeue_list(config, manager.client, child, reaped=True)
+
+    assert (done.moved, done.failed, done.parked) == (2, 0, 0)
+    assert sorted(r.lrange(keys.queue("default"), 0, -1)) == sorted(raws)
+    for raw in raws:
+        assert r.get(keys.orphanings(json.loads(raw)["jid"])) == "1"
+    assert not r.exists(keys.inprogress(child), keys.process(child), keys.workers(child))
+    assert r.smembers(keys.PROCESSES) == {neighbour}
+    assert r.smembers(keys.INPROGRESS_IDENTITIES) == {neighbour}
+    assert r.hkeys(keys.LAST_BEAT) == [neighbour]
+    assert r.lrange(keys.inprogress(neighbour), 0, -1) == neighbours
+    assert r.exists(keys.process(neighbour)) == 1
+
+
+def test_a_reaped_childs_job_recovered_too_often_is_parked_not_requeued(
+    config: cogworker.Config, r: redis.Redis, manager: Manager
+) -> None:
+    config.max_orphanings = 2
+    child = new_identity()
+    raw = payload("crashes-everything")
+    r.set(keys.orphanings(json.loads(raw)["jid"]), 2)
+    leave_orphan(r, child, [raw], beat_age=0)
+
+    done = requeue_list(config, manager.client, child, reaped=True)
+
+    assert (done.moved, done.parked) == (1, 1)
+    assert r.llen(keys.queue("default")) == 0
+    assert r.lrange(keys.REPEAT_ORPHANS, 0, -1) == [raw]
+    assert manager.orphans.bury_repeat_orphans() == 1
+    assert [json.loads(e)["jid"] for e in r.zrange(keys.DEAD, 0, -1)] == [json.loads(raw)["jid"]]
+
+
+def test_a_verdict_and_reaped_together_are_refused(
+    config: cogworker.Config, manager: Manager
+) -> None:
+    with pytest.raises(ValueError, match="pass one of the two"):
+        requeue_list(config, manager.client, new_identity(), if_dead_for=5, reaped=True)

@@ -274,6 +274,7 @@ def run_swarm(flags: WorkerFlags) -> None:
     from cogworker.worker.recovery.reaped import ReapedChildren
 
     config, _ = build_config(flags)  # validate flags and file before forking
+    config.check_liveness()
     if not flags.app:
         raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
     count, phased = swarm_count(), phased_restart()

@@ -200,6 +200,7 @@ _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "death_handlers": (list, _death_handlers),
     "shutdown_timeout": (lambda: 25.0, _non_negative_number),
     "heartbeat_interval": (lambda: 5.0, _positive_number),
+    "presence_ttl": (lambda: 60.0, _positive_number),
     "poll_interval": (lambda: 5.0, _positive_number),
     "orphan_check_interval": (lambda: 60.0, _positive_number),
     "log_level": (lambda: "INFO", _log_level),
@@ -225,7 +226,9 @@ class Config:
     jobs; ``orphan_threshold`` how long a silent process's jobs wait before recovery;
     ``max_orphanings`` how many recoveries a job survives before it is dead;
     ``heartbeat_interval``, ``poll_interval``, ``orphan_check_interval`` and
-    ``fetch_idle_max_interval`` the background cadences; ``unique_lock_ttl`` the unique
+    ``fetch_idle_max_interval`` the background cadences; ``presence_ttl`` how long this
+    process's presence outlives its last beat (no other process may take its jobs sooner;
+    at least three heartbeats: see ``check_liveness``); ``unique_lock_ttl`` the unique
     locks' lifetime; ``max_memory`` (MB) the size above which the swarm replaces a child;
     ``tag`` the name shown in process titles.
     """
@@ -244,6 +247,7 @@ class Config:
     death_handlers: list[DeathHandler]
     shutdown_timeout: float
     heartbeat_interval: float
+    presence_ttl: float
     poll_interval: float
     orphan_check_interval: float
     log_level: str
@@ -291,6 +295,17 @@ class Config:
         """Set several options; the first invalid one raises and names itself."""
         for name, value in options.items():
             setattr(self, name, value)
+
+    def check_liveness(self) -> None:
+        """Refuse a presence that could expire while this process lives: it must outlast
+        three heartbeats, so that one or two late beats never look like a death. (Checked
+        when a worker boots: the two options may be set in either order.)"""
+        if self.presence_ttl < 3 * self.heartbeat_interval:
+            raise ConfigError(
+                f"presence_ttl ({self.presence_ttl:g} s) must be at least three heartbeats "
+                f"(3 x heartbeat_interval {self.heartbeat_interval:g} s = "
+                f"{3 * self.heartbeat_interval:g} s)"
+            )
 
     # -- Redis ------------------------------------------------------------------------------
 

@@ -30,7 +30,6 @@ CLAIMED_TTL = 20
 """Seconds a running lock taken for a run lasts until its push is done (then it lasts for
 ``unique_lock_ttl``): a process that dies between taking it and pushing closes the entry for
 this long, not for a day. The ticker's claims and a run pushed by hand share it."""
-PRESENCE_SECONDS = 60  # the TTL of a process's presence key (the heartbeat writes it)
 RUBY_CHECK_INTERVAL = 60  # Ruby processes sharing the Redis check for orphans this often
 
 
@@ -42,6 +41,9 @@ class CronLockSettings(Protocol):
 
     @property
     def orphan_threshold(self) -> float: ...
+
+    @property
+    def presence_ttl(self) -> float: ...
 
     @property
     def orphan_check_interval(self) -> float: ...
@@ -73,7 +75,7 @@ def active_ttl(config: CronLockSettings) -> int:
     a minute; with the defaults this is the Ruby gem's 420 s.
     """
     check_interval = max(config.orphan_check_interval, RUBY_CHECK_INTERVAL)
-    return math.ceil(config.orphan_threshold + PRESENCE_SECONDS + check_interval)
+    return math.ceil(config.orphan_threshold + config.presence_ttl + check_interval)
 
 
 class RunningLockMiddleware:

@@ -1,9 +1,9 @@
 """The heartbeat: this process's presence in Redis, and its ear for remote commands.
 
 Every ``heartbeat_interval`` (5 s) it writes the presence hash ``cogworker:process:<identity>``
-(TTL 60 s; the one write a beat must make), registers the process and its queues, stamps its
-last beat on Redis's clock (orphan recovery judges death by it), keeps running cron locks
-alive and retries deferred lock releases. A second thread subscribes to
+(TTL ``presence_ttl``, 60 s; the one write a beat must make), registers the process and its
+queues, stamps its last beat on Redis's clock (orphan recovery judges death by it), keeps
+running cron locks alive and retries deferred lock releases. A second thread subscribes to
 ``cogworker:signal:<identity>`` for ``quiet``, ``resume`` and ``stop``.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import threading
 import time
@@ -23,7 +24,7 @@ from cogworker import connection, keys, locks, proctitle, redis_errors, scripts,
 from cogworker.failure import Rejection
 from cogworker.fetch import Work
 from cogworker.identity import hostname
-from cogworker.periodic.running_lock import PRESENCE_SECONDS, active_ttl
+from cogworker.periodic.running_lock import active_ttl
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("cogworker")
 
-PRESENCE_TTL = PRESENCE_SECONDS  # one value: the cron lock's active TTL is derived from it
 STARTUP_RETRY_INTERVAL = 1.0
 LIVE_QUEUES_WINDOW = 86_400
 LIVE_QUEUES_TRIM_INTERVAL = 60.0
@@ -43,23 +43,43 @@ RETAKE = scripts.load(__file__, "retake")
 
 
 class Beats:
-    """Whether this process's beats get through, and when they last came back after failing
-    (the scheduler gives other processes two beats to reappear after that before judging any
-    of them dead: after an outage everyone's last beat is old)."""
+    """Whether this process's beats get through, and when they last came back after some
+    were missed: after a failure (an outage), or after a stall (no beat for two intervals:
+    the process was frozen, swapped out, starved). The scheduler gives other processes two
+    beats to reappear after that before judging any of them dead, since whatever kept our
+    beats away may have kept theirs away too."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, interval: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """``interval``: the heartbeat interval (None: stalls aren't noticed)."""
         self.failing = False
-        self.resumed_at: float | None = None  # monotonic
+        self.resumed_at: float | None = None  # on ``clock``
+        self._interval = interval
+        self._clock = clock
+        self._last_success: float | None = None
 
     def failed(self) -> None:
         self.failing = True
 
     def succeeded(self) -> bool:
-        """Record a beat that got through; True if the one before had failed."""
-        resumed, self.failing = self.failing, False
+        """Record a beat that got through; True if beats were missed before it."""
+        now = self._clock()
+        stalled = (
+            self._interval is not None
+            and self._last_success is not None
+            and now - self._last_success > 2 * self._interval
+        )
+        resumed, self.failing, self._last_success = self.failing or stalled, False, now
         if resumed:
-            self.resumed_at = time.monotonic()
+            self.resumed_at = now
         return resumed
+
+
+def presence_seconds(config: Config) -> int:
+    """The presence key's TTL in whole seconds (EXPIRE takes no fractions), never shorter
+    than configured."""
+    return math.ceil(config.presence_ttl)
 
 
 def rss_kb() -> int | None:
@@ -100,7 +120,7 @@ class Heartbeat:
         self._on_signal = on_signal
         self._stopping = threading.Event()
         self._started_at: float | None = None
-        self.beats = Beats()
+        self.beats = Beats(config.heartbeat_interval)
         self._next_trim = 0.0
         self._beat_thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
         self._listen_thread = threading.Thread(target=self._listen, name="signals", daemon=True)
@@ -221,7 +241,7 @@ class Heartbeat:
                 "beat": str(now),  # an extra field (Ruby ignores it): the API's "last beat"
             },
         )
-        pipe.expire(presence, PRESENCE_TTL)
+        pipe.expire(presence, presence_seconds(self.config))
         pipe.execute()
         state = "stopping" if manager.stopping.is_set() else ("quiet" if quiet else "")
         proctitle.set_title(
@@ -234,7 +254,10 @@ class Heartbeat:
             ("process registry", lambda p: p.sadd(keys.PROCESSES, self.identity)),
             ("queue registry", lambda p: p.sadd(keys.QUEUES, *queues)),
             ("live queues", lambda p: p.zadd(keys.LIVE_QUEUES, dict.fromkeys(queues, now))),
-            ("workers expiry", lambda p: p.expire(keys.workers(self.identity), PRESENCE_TTL)),
+            (
+                "workers expiry",
+                lambda p: p.expire(keys.workers(self.identity), presence_seconds(self.config)),
+            ),
         ]
         if time.monotonic() >= self._next_trim:  # entries live a day: once a minute will do
             self._next_trim = time.monotonic() + LIVE_QUEUES_TRIM_INTERVAL

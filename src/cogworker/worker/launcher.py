@@ -23,7 +23,7 @@ import redis
 from cogworker import __version__, connection, locks, redis_errors, registry, status
 from cogworker.config import Config
 from cogworker.identity import new_identity
-from cogworker.worker.heartbeat import PRESENCE_TTL, Heartbeat
+from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 from cogworker.worker.ticker import Ticker
@@ -49,6 +49,7 @@ class Launcher:
         """``child``: this process is a swarm's child, with the identity its supervisor
         chose."""
         # no Redis I/O in constructors
+        config.check_liveness()
         self.config = config
         registry.allow_imports(*config.job_packages)  # the app's own packages: see cli
         self.identity = child.identity if child is not None else new_identity()
@@ -126,12 +127,12 @@ class Launcher:
             weighted_queues(self.config.queues),
             connection.redacted_url(self.config.redis_url),
         )
-        if self.config.orphan_threshold < PRESENCE_TTL:
+        if self.config.orphan_threshold < self.config.presence_ttl:
             logger.warning(
-                "orphan_threshold %ss is below the presence TTL (%ss): a dead process's jobs "
+                "orphan_threshold %gs is below presence_ttl (%gs): a dead process's jobs "
                 "still come back only once its presence key has expired",
                 self.config.orphan_threshold,
-                PRESENCE_TTL,
+                self.config.presence_ttl,
             )
 
     def stop(self) -> None:
