@@ -16,3 +16,9 @@ def hostname() -> str:
 
 def new_identity() -> str:
     return f"{hostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def pid_of(identity: str) -> int | None:
+    """The pid in an identity (``<hostname>:<pid>:<hex>``), None if there is none."""
+    parts = identity.rsplit(":", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None

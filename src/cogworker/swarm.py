@@ -272,6 +272,15 @@ class Swarm:
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         if slot.replacing:
             slot.streak, delay = 0, 0.0
+        elif code == 0:  # it stopped on request (a remote stop aimed at this child alone)
+            slot.streak, delay = 0, 0.0
+            logger.info(
+                "swarm: child pid=%s slot=%d stopped (exit status 0) after %.1fs: replacing it "
+                "(a stop meant for the whole swarm goes to the supervisor)",
+                pid,
+                slot.index,
+                uptime,
+            )
         else:
             slot.streak = slot.streak + 1 if uptime < HEALTHY_UPTIME else 0
             delay = respawn_delay(slot.streak)

@@ -24,6 +24,12 @@ Payload = dict[str, Any]
 
 DEFAULT_MAX_RETRY_ATTEMPTS = 25
 
+SIGNAL_COMMANDS = ("quiet", "resume", "stop")
+"""What a process hears on its signal channel (the Ruby gem's commands)."""
+SWARM_STOP = "stop-swarm"
+"""Heard by a swarm child only (cogworker's own): stop the whole swarm, so the child asks its
+supervisor, which stops every child and forks no more."""
+
 _fast_encoder = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
 )

@@ -32,6 +32,7 @@ def _process_dict(process: api.Process) -> dict[str, object]:
         "rss_kb": process.rss_kb,
         "last_beat": process.last_beat,
         "started_at": process.started_at,
+        "supervisor": process.supervisor,
     }
 
 
@@ -42,8 +43,9 @@ def _process_dict(process: api.Process) -> dict[str, object]:
 def processes_group(ctx: click.Context, /, redis_url: str | None, as_json: bool) -> None:
     """List, quiet, resume or stop worker processes.
 
-    Lists the live processes (busy threads, quiet, queues, last beat); quiet, resume or
-    stop one (IDENTITY) or all (--all)."""
+    Lists the live processes (busy threads, quiet, queues, last beat), a swarm as its
+    supervisor with its children below it; quiet, resume or stop one (IDENTITY), a whole
+    swarm (its supervisor's IDENTITY) or all (--all)."""
     ctx.obj = target(redis_url)
     if ctx.invoked_subcommand is not None:
         return
@@ -51,34 +53,67 @@ def processes_group(ctx: click.Context, /, redis_url: str | None, as_json: bool)
     if as_json:
         echo_json([_process_dict(process) for process in found])
         return
-    table(
-        [
-            [
-                p.identity,
-                f"{p.busy}/{p.concurrency}",
-                "quiet" if p.quiet else "",
-                ",".join(dict.fromkeys(p.queues)),
-                when(p.last_beat),
-            ]
-            for p in found
-        ],
-        ["IDENTITY", "BUSY", "", "QUEUES", "LAST BEAT"],
-    )
+    table(_rows(found), ["IDENTITY", "BUSY", "", "QUEUES", "LAST BEAT"])
+
+
+def _rows(found: list[api.Process]) -> list[list[str]]:
+    """A standalone process is one row; a swarm is its supervisor's row (its children's
+    totals) where its first child would be, then each child, indented."""
+    children: dict[str, list[api.Process]] = {}
+    for process in found:
+        if process.supervisor is not None:
+            children.setdefault(process.supervisor, []).append(process)
+    rows = []
+    for process in found:
+        supervisor = process.supervisor
+        if supervisor is None:
+            rows.append(_row(process.identity, [process]))
+        elif children[supervisor][0] is process:
+            swarm = children[supervisor]
+            rows.append(_row(f"{supervisor} (swarm, {len(swarm)} children)", swarm))
+            rows += [_row(f"  {child.identity}", [child]) for child in swarm]
+    return rows
+
+
+def _row(label: str, members: list[api.Process]) -> list[str]:
+    beats = [member.last_beat for member in members if member.last_beat is not None]
+    return [
+        label,
+        f"{sum(m.busy for m in members)}/{sum(m.concurrency for m in members)}",
+        "quiet" if all(member.quiet for member in members) else "",
+        ",".join(dict.fromkeys(queue for member in members for queue in member.queues)),
+        when(max(beats) if beats else None),
+    ]
 
 
 def _signal(where: Target, command: str, identity: str | None, every: bool) -> None:
     if not every and not identity:
         raise click.UsageError("name an IDENTITY or pass --all")
     found = list(api.ProcessSet(where.client))
-    targets = found if every else [p for p in found if p.identity == identity]
+    targets, whole_swarm = (found, True) if every else _aimed_at(found, identity)
     if not targets:
         raise NotFound(
             f"no live process {printable(identity)!r}" if identity else "no live process"
         )
     for process in targets:
-        heard = process.signal(command)
+        heard = process.signal(command, whole_swarm=whole_swarm)
         note = "" if heard else " (not listening: command lost)"
+        if heard and command == "stop" and process.supervisor and not whole_swarm:
+            note = (
+                f" (its swarm supervisor {printable(process.supervisor)} forks a replacement;"
+                " to stop the swarm, name the supervisor)"
+            )
         click.echo(f"{command} -> {printable(process.identity)} on {where.url}{note}")
+
+
+def _aimed_at(found: list[api.Process], identity: str | None) -> tuple[list[api.Process], bool]:
+    """The process named, or else every child of the swarm whose supervisor is named (and
+    True: the command is meant for the whole swarm)."""
+    named = [process for process in found if process.identity == identity]
+    if named:
+        return named, False
+    swarm = [process for process in found if process.supervisor == identity]
+    return swarm, bool(swarm)
 
 
 def _signal_command(command: str, about: str) -> None:
@@ -92,7 +127,11 @@ def _signal_command(command: str, about: str) -> None:
 
 _signal_command("quiet", "Make IDENTITY (or --all) stop taking new jobs; running ones finish.")
 _signal_command("resume", "Make a quiet IDENTITY (or --all) take new jobs again.")
-_signal_command("stop", "Make IDENTITY (or --all) shut down as on TERM (running jobs finish).")
+_signal_command(
+    "stop",
+    "Make IDENTITY (or --all) shut down as on TERM (running jobs finish); a swarm's "
+    "supervisor stops with all its children, a child alone is replaced by its supervisor.",
+)
 
 
 @click.command("busy")

@@ -10,7 +10,7 @@ import redis
 
 from cogworker import keys, wire
 
-COMMANDS = ("quiet", "resume", "stop")
+COMMANDS = wire.SIGNAL_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,24 @@ class Process:
         value = self.info.get("started_at")
         return float(value) if isinstance(value, int | float) else None
 
-    def signal(self, command: str) -> int:
+    @property
+    def supervisor(self) -> str | None:
+        """The identity of the swarm supervisor that forked this process (None: standalone;
+        the supervisor itself is no process of its own in ``cogworker:processes``)."""
+        value = self.info.get("supervisor")
+        return value if isinstance(value, str) and value else None
+
+    def signal(self, command: str, *, whole_swarm: bool = False) -> int:
         """Publish ``quiet``, ``resume`` or ``stop`` to the process; how many heard it (0 if
-        it isn't listening: the command is then lost)."""
+        it isn't listening: the command is then lost). ``whole_swarm``: a stop sent to a
+        swarm child stops its whole swarm (the child passes it to its supervisor), where a
+        plain stop stops the child alone, and its supervisor forks a replacement."""
         if command not in COMMANDS:
             raise ValueError(f"unknown command {command!r}; expected one of {', '.join(COMMANDS)}")
-        return int(self.client.publish(keys.signal_channel(self.identity), command))
+        message = wire.SWARM_STOP if whole_swarm and command == "stop" else command
+        if message == wire.SWARM_STOP and self.supervisor is None:
+            message = command  # a standalone process: it is its own whole
+        return int(self.client.publish(keys.signal_channel(self.identity), message))
 
     def quiet_down(self) -> int:
         return self.signal("quiet")

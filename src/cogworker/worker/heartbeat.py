@@ -13,6 +13,7 @@ import functools
 import logging
 import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ import redis
 from cogworker import connection, keys, locks, proctitle, redis_errors, scripts, wire
 from cogworker.failure import Rejection
 from cogworker.fetch import Work
-from cogworker.identity import hostname
+from cogworker.identity import hostname, pid_of
 from cogworker.periodic.running_lock import active_ttl
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ logger = logging.getLogger("cogworker")
 STARTUP_RETRY_INTERVAL = 1.0
 LIVE_QUEUES_WINDOW = 86_400
 LIVE_QUEUES_TRIM_INTERVAL = 60.0
-SIGNALS = ("quiet", "resume", "stop")
 
 RETAKE = scripts.load(__file__, "retake")
 
@@ -323,11 +323,31 @@ class Heartbeat:
                 self._stopping.wait(1.0)
 
     def _handle(self, message: str) -> None:
-        if message in SIGNALS:
+        if message == wire.SWARM_STOP:
+            if self._ask_supervisor_to_stop():
+                return
+            message = "stop"  # no supervisor to ask: stop alone
+        if message in wire.SIGNAL_COMMANDS:
             logger.info("Received remote %s, identity=%s", message, self.identity)
             self._on_signal(message)
         else:
             logger.warning("Unknown signal message: %s", message)
+
+
+    def _ask_supervisor_to_stop(self) -> bool:
+        """Pass a stop meant for the whole swarm to our supervisor as TERM (it stops every
+        child and forks no more). False when we have none, or it is gone (we were
+        re-parented)."""
+        pid = pid_of(self.supervisor) if self.supervisor else None
+        if pid is None or os.getppid() != pid:
+            return False
+        logger.info(
+            "Received remote stop of the swarm, identity=%s: passing it to supervisor pid=%d",
+            self.identity,
+            pid,
+        )
+        os.kill(pid, signal.SIGTERM)
+        return True
 
 
 def _cron_lock(work: Work) -> tuple[str | None, bool]:
