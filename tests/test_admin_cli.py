@@ -83,6 +83,7 @@ def test_stats_text(r: redis.Redis, redis_url: str) -> None:
     assert lines[0].split() == [
         *("processed", "7", "failed", "3", "enqueued", "5"),
         *("scheduled", "2", "retry", "1", "dead", "4"),
+        *("in", "progress", "0", "orphaned", "0"),
     ]
     table = [line.split() for line in lines[2:]]
     assert table[0] == ["QUEUE", "SIZE", "LATENCY"]
@@ -105,6 +106,9 @@ def test_stats_json(r: redis.Redis, redis_url: str) -> None:
         "scheduled_size": 2,
         "retry_size": 1,
         "dead_size": 4,
+        "in_progress": 0,
+        "orphaned": 0,
+        "gone_processes": [],
     }
     assert [(q["name"], q["size"], q["paused"]) for q in queues] == [
         ("default", 3, False),

@@ -87,6 +87,9 @@ def test_stats_figures_match_a_known_redis_state(r: redis.Redis, client: redis.R
         "scheduled_size": 2,
         "retry_size": 1,
         "dead_size": 4,
+        "in_progress": 0,
+        "orphaned": 0,
+        "gone_processes": [],
     }
     assert [q["name"] for q in as_dict["queues"]] == ["default", "low", "mail"]
     assert as_dict["queues"][0]["latency"] == round(default.latency, 3)

@@ -19,6 +19,7 @@ import redis
 
 from cogworker import connection, failure
 from cogworker.api import waiting
+from cogworker.api.in_progress import DEFAULT_ORPHAN_THRESHOLD
 from cogworker.cli_context import chosen_redis_url
 from cogworker.config import Config
 
@@ -53,6 +54,17 @@ def json_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         function
     )
+
+
+def orphan_threshold_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--orphan-threshold",
+        type=click.FloatRange(min=0, min_open=True),
+        default=DEFAULT_ORPHAN_THRESHOLD,
+        show_default=True,
+        help="The workers' orphan_threshold (seconds): dates the recovery of a job left in "
+        "progress by a process that is gone.",
+    )(function)
 
 
 def limit_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -10,6 +10,7 @@ from cogworker.admin.common import (
     cell,
     echo_json,
     json_option,
+    orphan_threshold_option,
     printable,
     redis_option,
     short,
@@ -17,7 +18,6 @@ from cogworker.admin.common import (
     when,
 )
 from cogworker.api import Location, Place
-from cogworker.api.explain import DEFAULT_ORPHAN_THRESHOLD
 from cogworker.api.waiting import span
 
 
@@ -84,14 +84,7 @@ def _print(found: api.Explanation) -> None:
 @click.argument("jid")
 @redis_option
 @json_option
-@click.option(
-    "--orphan-threshold",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_ORPHAN_THRESHOLD,
-    show_default=True,
-    help="The workers' orphan_threshold (seconds): dates the recovery of a job left in "
-    "progress by a process that is gone.",
-)
+@orphan_threshold_option
 def job_command(jid: str, redis_url: str | None, as_json: bool, orphan_threshold: float) -> None:
     """Where a job is and why it isn't running.
 

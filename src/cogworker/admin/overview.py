@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import click
 
 from cogworker import api, metrics
-from cogworker.admin.common import echo_json, json_option, redis_option, target
+from cogworker.admin.common import (
+    echo_json,
+    json_option,
+    orphan_threshold_option,
+    printable,
+    redis_option,
+    target,
+    when,
+)
 from cogworker.admin.queues import queue_table
 from cogworker.cli_context import chosen_redis_url
 from cogworker.config import Config
@@ -17,23 +26,43 @@ from cogworker.config import Config
 @click.command("stats")
 @redis_option
 @json_option
-def stats_command(redis_url: str | None, as_json: bool) -> None:
-    """Totals, set sizes and queue latencies.
+@orphan_threshold_option
+def stats_command(redis_url: str | None, as_json: bool, orphan_threshold: float) -> None:
+    """Totals, set sizes, jobs in progress and queue latencies.
 
-    Processed and failed totals, the sizes of the schedule, retry and dead sets, and every
-    queue's size and latency."""
-    figures = api.stats(target(redis_url).client)
+    Processed and failed totals, the sizes of the schedule, retry and dead sets, the jobs
+    in progress (and those left by processes that are gone, with when they are recovered),
+    and every queue's size and latency."""
+    figures = api.stats(target(redis_url).client, orphan_threshold=orphan_threshold)
     if as_json:
         echo_json(figures.to_dict())
         return
+    work = figures.in_progress
     click.echo(
         f"processed {figures.processed}   failed {figures.failed}   "
         f"enqueued {figures.enqueued}   scheduled {figures.scheduled_size}   "
-        f"retry {figures.retry_size}   dead {figures.dead_size}"
+        f"retry {figures.retry_size}   dead {figures.dead_size}   "
+        f"in progress {work.running}   orphaned {work.orphaned}"
     )
+    for gone in work.gone:
+        click.echo(f"  {_orphaned_line(gone, orphan_threshold)}")
     if figures.queues:
         click.echo("")
         queue_table(figures)
+
+
+def _orphaned_line(gone: api.GoneProcess, threshold: float) -> str:
+    if gone.recover_from is None:
+        due = "at the next orphan check (no last beat recorded)"
+    elif gone.recover_from <= time.time():
+        due = "at the next orphan check (its last beat is older than the threshold)"
+    else:
+        due = f"at the first orphan check after {when(gone.recover_from)}"
+    return (
+        f"{gone.jobs} job(s) left by {printable(gone.identity)} (gone, last beat "
+        f"{when(gone.last_beat)}): back on their queues {due}, with orphan_threshold "
+        f"{threshold:g}s"
+    )
 
 
 @click.command("metrics")

@@ -27,6 +27,7 @@ def _process_dict(process: api.Process) -> dict[str, object]:
         "identity": process.identity,
         "busy": process.busy,
         "quiet": process.quiet,
+        "silent": process.silent,
         "concurrency": process.concurrency,
         "queues": process.queues,
         "rss_kb": process.rss_kb,
@@ -76,11 +77,18 @@ def _rows(found: list[api.Process]) -> list[list[str]]:
 
 
 def _row(label: str, members: list[api.Process]) -> list[str]:
+    """A silent process (no beat for three intervals) counts no busy thread: what it says
+    it runs is probably not running."""
     beats = [member.last_beat for member in members if member.last_beat is not None]
+    busy = sum(member.busy for member in members if not member.silent)
+    if all(member.silent for member in members):
+        state = "silent"
+    else:
+        state = "quiet" if all(member.quiet for member in members) else ""
     return [
         label,
-        f"{sum(m.busy for m in members)}/{sum(m.concurrency for m in members)}",
-        "quiet" if all(member.quiet for member in members) else "",
+        f"{busy}/{sum(m.concurrency for m in members)}",
+        state,
         ",".join(dict.fromkeys(queue for member in members for queue in member.queues)),
         when(max(beats) if beats else None),
     ]

@@ -13,6 +13,7 @@ no index by jid), which read each structure once, a page at a time.
 
 from cogworker.api.explain import explain
 from cogworker.api.explanation import Explanation, Location, Place, Reason, Run, Why
+from cogworker.api.in_progress import GoneProcess, InProgress, in_progress
 from cogworker.api.locks import Release, UniqueLock, release_owned_by, unique_locks
 from cogworker.api.locks import release as release_lock
 from cogworker.api.processes import Process, ProcessSet, Work, WorkSet
@@ -24,6 +25,8 @@ from cogworker.graduation import Requeue
 
 __all__ = [
     "Explanation",
+    "GoneProcess",
+    "InProgress",
     "JobRecord",
     "JobSet",
     "Location",
@@ -44,6 +47,7 @@ __all__ = [
     "attempts",
     "dead_set",
     "explain",
+    "in_progress",
     "queue_names",
     "release_lock",
     "release_owned_by",

@@ -29,14 +29,11 @@ import redis
 
 from cogworker import keys, wire
 from cogworker.api.explanation import Explanation, Location, Place, Run
+from cogworker.api.in_progress import DEFAULT_ORPHAN_THRESHOLD
 from cogworker.api.processes import ProcessSet, Work, work_of
 from cogworker.api.records import JobRecord
 from cogworker.api.search import Found, search_list, search_sorted_set
 from cogworker.api.waiting import Fleet, missing_reason, not_found_reason, reasons
-
-DEFAULT_ORPHAN_THRESHOLD = 300.0
-"""The workers' default ``orphan_threshold``: how long after its last beat a process that is
-gone counts as dead, so that its in-progress jobs are requeued."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,11 @@ class Process:
     busy: int
     quiet: bool
     last_beat: int | None
+    silent: bool = False
+    """Its presence still lives but it hasn't beaten for three of its heartbeat intervals
+    (killed, frozen, cut off): what it says it is running is probably not running. Only
+    processes that publish their interval (``beat_interval``, cogworker's Python ones) are
+    ever silent."""
 
     @property
     def hostname(self) -> str:
@@ -86,6 +92,13 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _silent(info: dict[str, Any], last_beat: int | None, now: int) -> bool:
+    interval = info.get("beat_interval")
+    if isinstance(interval, bool) or not isinstance(interval, int | float) or last_beat is None:
+        return False
+    return now - last_beat > 3 * interval + 1  # + 1: beats are stamped in whole seconds
+
+
 class ProcessSet:
     """Every live process; members whose presence expired are removed while iterating."""
 
@@ -100,7 +113,13 @@ class ProcessSet:
         for identity in identities:
             pipe.hgetall(keys.process(identity))
         pipe.hmget(keys.LAST_BEAT, identities)
-        *hashes, stamps = pipe.execute()
+        pipe.time()
+        *hashes, stamps, clock = pipe.execute(raise_on_error=False)
+        for reply in (*hashes, stamps):
+            if isinstance(reply, Exception):
+                raise reply
+        # Redis's clock, which stamped the beats; this host's if TIME is refused (ACL, proxy)
+        now = time.time() if isinstance(clock, Exception) else clock[0]
         stale = [
             identity for identity, fields in zip(identities, hashes, strict=True) if not fields
         ]
@@ -113,13 +132,16 @@ class ProcessSet:
                 info = wire.loads(fields.get("info") or "{}")
             except (ValueError, RecursionError):
                 info = {}
+            info = info if isinstance(info, dict) else {}
+            last_beat = _int(fields.get("beat")) or _int(stamp)
             yield Process(
                 client=self.client,
                 identity=identity,
-                info=info if isinstance(info, dict) else {},
+                info=info,
                 busy=_int(fields.get("busy")) or 0,
                 quiet=fields.get("quiet") == "true",
-                last_beat=_int(fields.get("beat")) or _int(stamp),
+                last_beat=last_beat,
+                silent=_silent(info, last_beat, int(now)),
             )
 
     def find(self, identity: str) -> Process | None:
@@ -129,7 +151,8 @@ class ProcessSet:
         return sum(1 for _ in self)
 
     def total_busy(self) -> int:
-        return sum(process.busy for process in self)
+        """Busy threads of the processes that still beat."""
+        return sum(process.busy for process in self if not process.silent)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 import redis
 
 from cogworker import keys, wire
+from cogworker.api.in_progress import DEFAULT_ORPHAN_THRESHOLD, InProgress, in_progress
 from cogworker.api.queues import latency_of, queue_names
 
 
@@ -28,6 +29,7 @@ class Stats:
     retry_size: int
     dead_size: int
     queues: list[QueueStats] = field(default_factory=list)
+    in_progress: InProgress = field(default_factory=lambda: InProgress(0, []))
 
     @property
     def enqueued(self) -> int:
@@ -45,6 +47,17 @@ class Stats:
                 {"name": q.name, "size": q.size, "latency": round(q.latency, 3), "paused": q.paused}
                 for q in self.queues
             ],
+            "in_progress": self.in_progress.running,
+            "orphaned": self.in_progress.orphaned,
+            "gone_processes": [
+                {
+                    "identity": gone.identity,
+                    "jobs": gone.jobs,
+                    "last_beat": gone.last_beat,
+                    "recover_from": gone.recover_from,
+                }
+                for gone in self.in_progress.gone
+            ],
         }
 
 
@@ -55,8 +68,9 @@ def _int(value: Any) -> int:
         return 0
 
 
-def stats(client: redis.Redis) -> Stats:
-    """Every figure of the dashboard's header, in two round trips whatever the data size."""
+def stats(client: redis.Redis, *, orphan_threshold: float = DEFAULT_ORPHAN_THRESHOLD) -> Stats:
+    """Every figure of the dashboard's header, in four round trips whatever the data size;
+    ``orphan_threshold`` (the workers' setting) dates the recovery of orphaned jobs."""
     names = queue_names(client)
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.STATS_PROCESSED)
@@ -76,7 +90,10 @@ def stats(client: redis.Redis) -> Stats:
         )
         for i, name in enumerate(names)
     ]
-    return Stats(_int(processed), _int(failed), _int(scheduled), _int(retry), _int(dead), queues)
+    work = in_progress(client, orphan_threshold=orphan_threshold)
+    return Stats(
+        _int(processed), _int(failed), _int(scheduled), _int(retry), _int(dead), queues, work
+    )
 
 
 def throughput(

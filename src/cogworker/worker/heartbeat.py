@@ -206,6 +206,9 @@ class Heartbeat:
                 "rss_kb": rss_kb(),
                 "tag": self.config.tag,
                 "identity": self.identity,
+                # an extra field (Ruby ignores it): readers call a process whose last beat is
+                # older than three of these silent, and don't count it busy
+                "beat_interval": self.config.heartbeat_interval,
                 # an extra field (Ruby ignores it): the swarm this process belongs to
                 **({"supervisor": self.supervisor} if self.supervisor else {}),
             }
