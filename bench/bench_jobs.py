@@ -52,3 +52,17 @@ class IncrJob(cogworker.Job):
 @functools.cache
 def _counter_client() -> redis.Redis:
     return redis.Redis.from_url(os.environ["REDIS_URL"])
+
+
+class HoldJob(cogworker.Job):
+    """Records where and when it starts (pid, epoch seconds), then waits for its gate:
+    bench/recovery.py kills the process running it and times the next start."""
+
+    name = "HoldJob"
+
+    def perform(self, marker: str) -> None:
+        client = cogworker.default_config().redis()
+        client.rpush(f"bench:starts:{marker}", f"{os.getpid()} {time.time()!r}")
+        deadline = time.monotonic() + 120
+        while not client.exists(f"bench:gate:{marker}") and time.monotonic() < deadline:
+            time.sleep(0.01)
