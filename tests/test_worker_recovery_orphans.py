@@ -295,10 +295,11 @@ def test_beats_missed_for_two_intervals_count_as_a_stall() -> None:
     assert beats.succeeded() is False and beats.resumed_at is None
     now[0] = 104.0  # more than two intervals since the last beat: frozen, starved...
     assert beats.succeeded() is True
-    assert beats.resumed_at == 104.0
-    beats.failed()  # an outage counts the same
+    assert beats.resumed_at == 104.0 and beats.stalled_for == pytest.approx(2.1)
+    beats.failed()  # an outage counts the same (and the reporter tells of it, not a stall)
     now[0] = 104.5
     assert beats.succeeded() is True and beats.resumed_at == 104.5
+    assert beats.stalled_for is None
 
 
 def test_after_a_stall_others_are_judged_only_once_our_beats_have_been_back_two_intervals(

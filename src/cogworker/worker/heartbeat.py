@@ -58,6 +58,7 @@ class Beats:
         self._interval = interval
         self._clock = clock
         self._last_success: float | None = None
+        self.stalled_for: float | None = None  # the gap, when the last beat ended a stall
 
     def failed(self) -> None:
         self.failing = True
@@ -65,11 +66,9 @@ class Beats:
     def succeeded(self) -> bool:
         """Record a beat that got through; True if beats were missed before it."""
         now = self._clock()
-        stalled = (
-            self._interval is not None
-            and self._last_success is not None
-            and now - self._last_success > 2 * self._interval
-        )
+        gap = None if self._last_success is None else now - self._last_success
+        stalled = self._interval is not None and gap is not None and gap > 2 * self._interval
+        self.stalled_for = gap if stalled and not self.failing else None
         resumed, self.failing, self._last_success = self.failing or stalled, False, now
         if resumed:
             self.resumed_at = now
@@ -185,6 +184,13 @@ class Heartbeat:
             redis_errors.reporter.report("Heartbeat", error)
             return False
         resumed = self.beats.succeeded()
+        if self.beats.stalled_for is not None:
+            logger.warning(
+                "Heartbeat: no beat for %.1fs (this process was stalled: frozen, starved or "
+                "suspended); judging other processes dead waits %.1fs, two beats",
+                self.beats.stalled_for,
+                2 * self.config.heartbeat_interval,
+            )
         redis_errors.reporter.recovered("Heartbeat")
         self._keep_locks_alive(retake=resumed)
         try:
