@@ -4,6 +4,7 @@ worker processes."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -101,6 +102,21 @@ def test_busy_counts_and_the_running_table_come_from_one_snapshot(
     assert ">jid-t2<" in running and ">Mail::Send<" in running and ">mail<" in running
     running_for = re.search(r'class="num">([^<]+)</td>\s*</tr>', running)
     assert running_for is not None and 125 <= seconds_of(running_for.group(1)) <= 185
+
+
+def test_a_process_silent_for_three_of_its_beats_shows_silent_and_no_busy_thread(
+    client: Any, r: redis.Redis
+) -> None:
+    """Killed or frozen: its presence still lives, its workers hash still lists its jobs."""
+    for identity, beat_age in (("alpha:1:aaaaaaaaaaaa", 10), ("beta:2:bbbbbbbbbbbb", 1)):
+        plant_process(r, identity, concurrency=4, beat_age=beat_age)
+        info = json.loads(r.hget(keys.process(identity), "info"))
+        r.hset(keys.process(identity), "info", json.dumps({**info, "beat_interval": 1.0}))
+        plant_work(r, identity, "t1", job(jid=f"jid-{identity[0]}"), int(time.time()) - 5)
+    html = client.get("/workers").text
+    alpha, beta = row_of(html, "alpha:1:aaaaaaaaaaaa"), row_of(html, "beta:2:bbbbbbbbbbbb")
+    assert 'tag-danger">Silent' in alpha and "0 / 4" in alpha
+    assert 'tag-success">Active' in beta and "1 / 4" in beta
 
 
 def test_without_processes_the_tab_says_so(client: Any) -> None:

@@ -272,27 +272,31 @@ class Swarm:
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         if slot.replacing:
             slot.streak, delay = 0, 0.0
-        elif code == 0:  # it stopped on request (a remote stop aimed at this child alone)
-            slot.streak, delay = 0, 0.0
-            logger.info(
-                "swarm: child pid=%s slot=%d stopped (exit status 0) after %.1fs: replacing it "
-                "(a stop meant for the whole swarm goes to the supervisor)",
-                pid,
-                slot.index,
-                uptime,
-            )
         else:
+            # a quick exit counts towards the back-off even when clean (an app that exits at
+            # import must not be forked again every round)
             slot.streak = slot.streak + 1 if uptime < HEALTHY_UPTIME else 0
             delay = respawn_delay(slot.streak)
-            logger.warning(
-                "swarm: child pid=%s slot=%d exited unexpectedly (%s) after %.1fs, "
-                "respawning in %.0fs",
-                pid,
-                slot.index,
-                how,
-                uptime,
-                delay,
-            )
+            if code == 0:  # it stopped on request (a remote stop aimed at this child alone)
+                logger.info(
+                    "swarm: child pid=%s slot=%d stopped (exit status 0) after %.1fs: "
+                    "replacing it in %.0fs (a stop meant for the whole swarm goes to the "
+                    "supervisor)",
+                    pid,
+                    slot.index,
+                    uptime,
+                    delay,
+                )
+            else:
+                logger.warning(
+                    "swarm: child pid=%s slot=%d exited unexpectedly (%s) after %.1fs, "
+                    "respawning in %.0fs",
+                    pid,
+                    slot.index,
+                    how,
+                    uptime,
+                    delay,
+                )
         slot.respawn_at = self.clock() + delay
 
     def phased_restart(self) -> None:

@@ -29,6 +29,7 @@ class ProcessRow:
     started_at: float | None
     beat_age: float | None
     late: bool  # no beat for three intervals: it may be stuck or gone
+    silent: bool = False  # no beat for three of its own intervals: its threads count as idle
 
     @property
     def weighted(self) -> bool:
@@ -88,12 +89,13 @@ def workers(client: redis.Redis, heartbeat_interval: float) -> Workers:
                 tag=tag if isinstance(tag, str) and tag else None,
                 quiet=process.quiet,
                 queues=weighted_queues(process.queues),
-                busy=busy[process.identity],
+                busy=0 if process.silent else busy[process.identity],
                 concurrency=process.concurrency,
                 rss_kb=process.rss_kb,
                 started_at=process.started_at,
                 beat_age=age,
-                late=age is not None and age > 3 * heartbeat_interval,
+                late=process.silent or (age is not None and age > 3 * heartbeat_interval),
+                silent=process.silent,
             )
         )
     running = [

@@ -56,10 +56,6 @@ class ReapedChildren:
             del self._pending[identity]
         redis_errors.reporter.recovered(SITE)
 
-    @property
-    def pending(self) -> list[str]:
-        return list(self._pending)
-
     def _recover(self, identity: str, pid: int) -> None:
         client = self._config.redis()
         done = requeue_list(self._config, client, identity, reaped=True)
