@@ -1,6 +1,7 @@
 """Fault-injection ("chaos") run: a real workload through real workers while things break.
 
-    .venv/bin/python bench/chaos.py [--seed N] [--short | --minutes M] [--keep]
+    .venv/bin/python bench/chaos.py [--seed N] [--short | --minutes M] [--keep] [--swarm]
+                                      [--short-liveness]
 
 Starts a private ``redis-server`` (AOF on, ``appendfsync always``) and several worker processes
 (``python -m cogworker run -r bench/chaos_jobs.py -C <yaml>``, short intervals so recoveries
@@ -19,7 +20,10 @@ alive, stops the workers and prints one table (see chaos_check.py for what is ch
 repeats are explained). It exits 1 when a job was lost or any check failed, 130 when
 interrupted. ``--short`` (the default) injects for 75 s and takes about 2.5 minutes in all (a
 killed worker's jobs come back only once its 60 s presence key has expired); ``--minutes M``
-injects for M minutes.
+injects for M minutes. ``--swarm`` makes worker 0 a ``cogworker swarm`` of two children (kill -9
+then hits a child, which its supervisor replaces; TERM goes to the supervisor);
+``--short-liveness`` sets ``presence_ttl`` to three heartbeats (1.5 s), so deaths, and any false
+verdict, come within seconds.
 
 Evidence (execution records, worker logs, faults, snapshots) stays in a temporary directory,
 removed after a passing run unless ``--keep``; re-check it with ``bench/chaos_check.py DIR``.
@@ -106,6 +110,7 @@ PERIODIC = [
 ]
 UNIQUE_KEYS = 6  # unique jobs are drawn from this many keys (so duplicates are frequent)
 UNIQUE_FAILING_KEYS = 3
+SWARM_CHILDREN = 2
 
 
 @dataclass
@@ -119,6 +124,13 @@ class Settings:
     workers: int = 4
     drain_timeout: float = 300.0
     keep: bool = False
+    swarm: bool = False  # worker slot 0 is a swarm of SWARM_CHILDREN children
+    short_liveness: bool = False  # presence_ttl at its floor, three heartbeats
+
+    def worker_config(self) -> dict[str, Any]:
+        if not self.short_liveness:
+            return dict(WORKER_CONFIG)
+        return {**WORKER_CONFIG, "presence_ttl": 3 * WORKER_CONFIG["heartbeat_interval"]}
 
 
 def parse_args(argv: list[str]) -> Settings:
@@ -131,7 +143,18 @@ def parse_args(argv: list[str]) -> Settings:
     group.add_argument("--minutes", type=float, help="minutes of faults (soak run)")
     parser.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
     parser.add_argument("--keep", action="store_true", help="keep the evidence directory")
+    parser.add_argument(
+        "--swarm",
+        action="store_true",
+        help=f"worker 0 is a swarm of {SWARM_CHILDREN} children (kill -9 hits a child)",
+    )
+    parser.add_argument(
+        "--short-liveness",
+        action="store_true",
+        help="presence_ttl 3 heartbeats (1.5 s) instead of 60 s: deaths detected in seconds",
+    )
     args = parser.parse_args(argv)
+    extra = {"swarm": args.swarm, "short_liveness": args.short_liveness}
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     if args.workers < 2:
         parser.error("--workers must be at least 2")
@@ -148,8 +171,11 @@ def parse_args(argv: list[str]) -> Settings:
             int(duration / 5),
             workers=args.workers,
             keep=args.keep,
+            **extra,
         )
-    return Settings(seed, "short", 75.0, 40.0, 2000, 20, workers=args.workers, keep=args.keep)
+    return Settings(
+        seed, "short", 75.0, 40.0, 2000, 20, workers=args.workers, keep=args.keep, **extra
+    )
 
 
 # -- output --------------------------------------------------------------------------------
@@ -302,18 +328,36 @@ class ProcRecord:
     how: str | None = None
     term_at: float | None = None
     identity: str | None = None
+    role: str = "worker"  # worker | supervisor | child (of the swarm slot's supervisor)
 
 
 @dataclass
 class Slot:
     index: int
     queues: tuple[str, ...]
+    swarm: bool = False
+    children: dict[int, ProcRecord] = field(default_factory=dict)  # live ones, by pid
     gen: int = 0
     proc: subprocess.Popen[bytes] | None = None
     record: ProcRecord | None = None
     state: str = "down"  # up | terminating | down
     restart_at: float | None = None
     restart_after: float = 0.0
+
+
+def _children_of(parent: int) -> set[int]:
+    """The live (not zombie) child processes of ``parent``, from /proc."""
+    try:
+        text = Path(f"/proc/{parent}/task/{parent}/children").read_text()
+    except OSError:
+        return set()
+    found = set()
+    for pid in (int(word) for word in text.split()):
+        with contextlib.suppress(OSError, IndexError):
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state not in ("Z", "X"):
+                found.add(pid)
+    return found
 
 
 class Fleet:
@@ -325,11 +369,12 @@ class Fleet:
         self.problems: list[str] = []
         self.final_stop_at = float("inf")  # TERMs from then on are the final stop, not faults
         self.config_path = workdir / "worker.yml"
-        lines = [f"{name}: {value}" for name, value in WORKER_CONFIG.items()]
+        lines = [f"{name}: {value}" for name, value in settings.worker_config().items()]
         self.config_path.write_text("\n".join(lines) + "\n")
         # even slots read both queues (polling fetch), odd slots only default (blocking BLMOVE)
         self.slots = [
-            Slot(i, QUEUES if i % 2 == 0 else QUEUES[:1]) for i in range(settings.workers)
+            Slot(i, QUEUES if i % 2 == 0 else QUEUES[:1], swarm=settings.swarm and i == 0)
+            for i in range(settings.workers)
         ]
 
     def spawn(self, slot: Slot) -> None:
@@ -339,7 +384,7 @@ class Fleet:
             sys.executable,
             "-m",
             "cogworker",
-            "run",
+            "swarm" if slot.swarm else "run",
             "-r",
             str(JOBS),
             "-C",
@@ -354,6 +399,7 @@ class Fleet:
             "REDIS_URL": self.url,
             "CHAOS_EVENTS_DIR": str(self.workdir),
             "CHAOS_PERIODIC": json.dumps(PERIODIC),
+            "COGWORKER_COUNT": str(SWARM_CHILDREN if slot.swarm else 1),
         }
         with open(self.workdir / log_name, "ab") as log:
             slot.proc = subprocess.Popen(
@@ -366,12 +412,60 @@ class Fleet:
                 start_new_session=True,
                 preexec_fn=_die_with_parent,  # spawned from the main thread only (PDEATHSIG)
             )
-        slot.record = ProcRecord(slot.proc.pid, slot.index, slot.gen, log_name, time.time())
+        role = "supervisor" if slot.swarm else "worker"
+        slot.record = ProcRecord(
+            slot.proc.pid, slot.index, slot.gen, log_name, time.time(), role=role
+        )
         self.records.append(slot.record)
         slot.state, slot.restart_at = "up", None
 
     def up(self) -> list[Slot]:
         return [s for s in self.slots if s.state == "up" and s.proc is not None]
+
+    def runners(self, slot: Slot) -> list[int]:
+        """The pids that run jobs for ``slot``: its worker, or its swarm's live children."""
+        if slot.swarm:
+            return list(slot.children)
+        return [slot.record.pid] if slot.record is not None and slot.proc is not None else []
+
+    def live_runners(self) -> set[int]:
+        return {pid for slot in self.slots for pid in self.runners(slot)}
+
+    def kill9_child(self, slot: Slot, pid: int) -> ProcRecord:
+        """kill -9 one child of the swarm slot: its supervisor reaps and replaces it."""
+        record = slot.children.pop(pid)
+        record.ended, record.how = time.time(), "kill9"
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        return record
+
+    def _close_children(self, slot: Slot, how: str) -> None:
+        """The swarm slot's supervisor is gone, and its children with it."""
+        for record in slot.children.values():
+            if record.ended is None:
+                record.ended, record.how = time.time(), how
+        slot.children.clear()
+
+    def _follow_children(self, slot: Slot) -> None:
+        """Record the swarm slot's children as they come and go (the supervisor forks them)."""
+        assert slot.record is not None
+        running = _children_of(slot.record.pid) if slot.proc is not None else set()
+        for pid in running - set(slot.children):
+            record = ProcRecord(
+                pid, slot.index, slot.gen, slot.record.log, time.time(), role="child"
+            )
+            record.term_at = slot.record.term_at
+            slot.children[pid] = record
+            self.records.append(record)
+        for pid in set(slot.children) - running:
+            record = slot.children.pop(pid)
+            record.ended = time.time()
+            if slot.state == "terminating" or slot.proc is None:
+                record.how, record.term_at = "term", slot.record.term_at
+            else:
+                record.how = "crash"
+                self.problems.append(f"swarm child pid {pid} ended by itself")
+                self.out.say(f"worker {slot.index} swarm child pid {pid} CRASHED")
 
     def kill9(self, slot: Slot, restart_after: float) -> ProcRecord:
         assert slot.proc is not None and slot.record is not None
@@ -380,6 +474,7 @@ class Fleet:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(slot.proc.pid, signal.SIGKILL)
         slot.proc.wait(10)
+        self._close_children(slot, "kill9")
         slot.state, slot.proc = "down", None
         slot.restart_at = time.monotonic() + restart_after
         return record
@@ -387,6 +482,8 @@ class Fleet:
     def term(self, slot: Slot, restart_after: float) -> ProcRecord:
         assert slot.proc is not None and slot.record is not None
         slot.record.term_at = time.time()
+        for child in slot.children.values():
+            child.term_at = slot.record.term_at
         with contextlib.suppress(ProcessLookupError):
             os.kill(slot.proc.pid, signal.SIGTERM)
         slot.state, slot.restart_after = "terminating", restart_after
@@ -406,6 +503,7 @@ class Fleet:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(record.pid, signal.SIGKILL)
         slot.proc.wait(10)
+        self._close_children(slot, "stuck")
         self.problems.append(f"worker pid {record.pid} stuck after TERM (see {record.log})")
 
     def tick(self, restart: bool = True) -> None:
@@ -413,6 +511,8 @@ class Fleet:
         now = time.monotonic()
         for slot in self.slots:
             record = slot.record
+            if slot.swarm and record is not None:
+                self._follow_children(slot)
             if slot.proc is not None and record is not None:
                 code = slot.proc.poll()
                 if code is not None:
@@ -432,6 +532,7 @@ class Fleet:
                         self.out.say(f"worker {slot.index} pid {record.pid} CRASHED (exit {code})")
                     slot.proc, slot.state = None, "down"
                     slot.restart_at = now + slot.restart_after
+                    self._close_children(slot, record.how)
                 elif (
                     slot.state == "terminating"
                     and record.term_at is not None
@@ -481,6 +582,7 @@ class Fleet:
                     slot.proc.wait(10)
                 if slot.record is not None and slot.record.ended is None:
                     slot.record.ended, slot.record.how = time.time(), "cleanup"
+                self._close_children(slot, "cleanup")
                 slot.proc = None
 
 
@@ -673,6 +775,9 @@ class Chaos:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def presence_ttl(self) -> float:
+        return cogworker.Config(**self.settings.worker_config()).presence_ttl
+
     def admin_call(self, *command: Any, timeout: float = 8.0) -> Any:
         client = self.redis.admin(timeout)
         try:
@@ -695,41 +800,47 @@ class Chaos:
         return pool[int(u * len(pool)) % len(pool)] if pool else None
 
     def do_kill9(self, params: dict[str, Any]) -> bool:
+        """kill -9 a worker (restarted by the driver) or a swarm child (replaced by its
+        supervisor), preferring one that runs jobs."""
         self.tail.refresh()
-        up = self.fleet.up()
-        busy = [s for s in up if s.record and self.tail.running_in(s.record.pid)]
-        slot = self._pick(params["u"], busy, up)
-        if slot is None or slot.record is None:
+        targets = [(slot, pid) for slot in self.fleet.up() for pid in self.fleet.runners(slot)]
+        busy = [(slot, pid) for slot, pid in targets if self.tail.running_in(pid)]
+        pool = busy or targets
+        if not pool:
             return False
-        running = self.tail.running_in(slot.record.pid)
-        record = self.fleet.kill9(slot, params["restart_after"])
-        fault = self.record(
-            "kill9",
-            record.ended or time.time(),
-            record.ended or time.time(),
-            pid=record.pid,
-            slot=slot.index,
-            running=len(running),
-        )
+        slot, pid = pool[int(params["u"] * len(pool)) % len(pool)]
+        running = self.tail.running_in(pid)
+        if slot.swarm:
+            record = self.fleet.kill9_child(slot, pid)
+            then = "its supervisor replaces it"
+        else:
+            record = self.fleet.kill9(slot, params["restart_after"])
+            then = f"restart in {params['restart_after']}s"
+        at = record.ended or time.time()
+        detail = {"pid": record.pid, "slot": slot.index, "running": len(running)}
+        fault = self.record("kill9", at, at, **detail, swarm_child=slot.swarm)
+        who = "swarm child" if slot.swarm else "pid"
         self.say_fault(
             fault,
-            f"worker {slot.index} pid {record.pid} killed -9 with "
-            f"{len(running)} job(s) running; restart in {params['restart_after']}s",
+            f"worker {slot.index} {who} {record.pid} killed -9 with {len(running)} job(s) "
+            f"running; {then}",
         )
         return True
 
+    def _running_for(self, slot: Slot) -> list[tuple[str, str, float]]:
+        return [run for pid in self.fleet.runners(slot) for run in self.tail.running_in(pid)]
+
     def do_term(self, params: dict[str, Any]) -> bool:
+        """TERM a worker, or a swarm's supervisor (which stops its children)."""
         self.tail.refresh()
         up = self.fleet.up()
         long_running = [
-            s
-            for s in up
-            if s.record and any(kind == "long" for _, kind, _ in self.tail.running_in(s.record.pid))
+            s for s in up if any(kind == "long" for _, kind, _ in self._running_for(s))
         ]
         slot = self._pick(params["u"], long_running, up)
         if slot is None or slot.record is None:
             return False
-        running = self.tail.running_in(slot.record.pid)
+        running = self._running_for(slot)
         longs = sum(1 for _, kind, _ in running if kind == "long")
         record = self.fleet.term(slot, params["restart_after"])
         at = record.term_at or time.time()
@@ -959,7 +1070,9 @@ class Chaos:
         self.out.origin = self.started_at
         self.out.say(
             f"seed {self.settings.seed}: redis {self.redis.url} (AOF, appendfsync always), "
-            f"{len(self.fleet.slots)} workers x {WORKER_CONFIG['concurrency']} threads, "
+            f"{len(self.fleet.slots)} workers x {WORKER_CONFIG['concurrency']} threads"
+            f"{f' (worker 0 a swarm of {SWARM_CHILDREN})' if self.settings.swarm else ''}, "
+            f"presence TTL {self.presence_ttl():g}s, "
             f"{self.settings.duration:.0f}s of faults, evidence in {self.workdir}"
         )
 
@@ -1019,8 +1132,7 @@ class Chaos:
         if not self.fleet.all_up():
             return False
         self.tail.refresh()
-        live = {s.record.pid for s in self.fleet.slots if s.record is not None}
-        if self.tail.running_anywhere(live):
+        if self.tail.running_anywhere(self.fleet.live_runners()):
             return False
         snap = snapshot(client)
         return not (
@@ -1080,8 +1192,9 @@ class Chaos:
                 "min_jobs": self.settings.min_jobs,
                 "min_faults": self.settings.min_faults,
                 "started_at": self.started_at,
-                "config": WORKER_CONFIG,
-                "presence_ttl": cogworker.Config(**WORKER_CONFIG).presence_ttl,
+                "config": self.settings.worker_config(),
+                "presence_ttl": self.presence_ttl(),
+                "swarm_slot": 0 if self.settings.swarm else None,
                 "retry_after_lost_connection": RETRY_AFTER_LOST_CONNECTION,
                 "faults_skipped": self.skipped,
                 "periodic": PERIODIC,
@@ -1191,3 +1304,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+

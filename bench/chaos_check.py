@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import math
 import re
 import sys
 import textwrap
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ACK_WINDOW = 1.0  # an ack leaves within ~1 ms; a completion this close to a kill was unacked
+SWARM_RECOVERY = 3.0  # a reaped child's jobs are requeued within a supervisor round (0.2 s)
 CRON_CLASS = "CronJob"
 TICKER_READY = 6.0  # a started worker ticks within this (boot, first beat, first orphan check)
 TICK_BACKOFF = 5.0  # a tick that failed looks at the entry again this much later
@@ -97,6 +99,7 @@ class Proc:
     how: str | None  # kill9 | term | final | crash | stuck | None (still running)
     term_at: float | None
     identity: str | None = None
+    role: str = "worker"  # worker | supervisor | child (of a swarm supervisor)
 
 
 @dataclass
@@ -209,6 +212,8 @@ def load_executions(directory: Path) -> tuple[list[Execution], int]:
 
 _LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) pid=(\d+) tid=(\S+) ([A-Z]+): (.*)$")
 _RECOVERED = re.compile(r"requeued (\d+) job\(s\) left in progress by dead process (\S+)")
+_REAPED = re.compile(r"swarm: requeued (\d+) job\(s\) left running by child pid=\d+ identity=(\S+);")  # noqa: E501
+_STALLED = re.compile(r"Heartbeat: no beat for ([\d.]+)s")
 _HANDED_BACK = re.compile(r"requeued (\d+) job\(s\) unfinished at shutdown")
 _STRAY = re.compile(r"requeued stray in-progress job jid=(\S+)")
 _UNEXPECTED = (
@@ -227,10 +232,13 @@ def _log_event(line: str, file_pid: int) -> LogEvent | None:
         return None
     stamp = calendar.timegm(time.strptime(match.group(1), "%Y-%m-%dT%H:%M:%SZ"))
     pid, level, message = int(match.group(2)), match.group(4), match.group(5)
-    if found := _RECOVERED.search(message):
+    if found := _RECOVERED.search(message) or _REAPED.search(message):
         return LogEvent(
             stamp, pid, "recovered", identity=found.group(2), count=int(found.group(1)), line=line
         )
+    if found := _STALLED.search(message):
+        stalled = math.ceil(float(found.group(1)))  # seconds without a beat, up to this line
+        return LogEvent(stamp, pid, "stalled", count=stalled, line=line)
     if found := _HANDED_BACK.search(message):
         return LogEvent(stamp, pid, "handed_back", count=int(found.group(1)), line=line)
     if found := _STRAY.search(message):
@@ -245,10 +253,12 @@ def _log_event(line: str, file_pid: int) -> LogEvent | None:
 
 def load_log_events(directory: Path, procs: dict[int, Proc]) -> list[LogEvent]:
     events: list[LogEvent] = []
+    read: set[str] = set()
     for proc in procs.values():
         path = directory / proc.log
-        if not path.exists():
-            continue
+        if proc.log in read or not path.exists():
+            continue  # a swarm's children write to their supervisor's log: read it once
+        read.add(proc.log)
         in_record = False
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             if in_record and line.startswith("    "):
@@ -325,6 +335,12 @@ class Checker:
         self.presence_ttl = float(run["presence_ttl"])
         self.max_orphanings = int(cfg.get("max_orphanings", 3))
         self.beat = float(cfg["heartbeat_interval"])
+        # a running cron lock's TTL (periodic/running_lock.py active_ttl)
+        self.active_ttl = math.ceil(
+            self.orphan_threshold
+            + self.presence_ttl
+            + max(float(cfg["orphan_check_interval"]), 60.0)
+        )
         self.by_jid: dict[str, list[Execution]] = defaultdict(list)
         for execution in data.executions:
             self.by_jid[execution.jid].append(execution)
@@ -721,9 +737,19 @@ class Checker:
 
     def _lock_end(self, jid: str) -> float:
         """When the job ``jid`` released its lock at the latest: its last completion (a job
-        that never completed may hold it to the end)."""
-        ends = [e.end for e in self.by_jid.get(jid, []) if e.end is not None]
-        return max(ends) if ends else float("inf")
+        that never completed may hold it to the end), or, when the release was held back by
+        Redis faults until its process was killed (a deferred release dies with the process),
+        when the lock expired: the active TTL after the last heartbeat that renewed it."""
+        done = [e for e in self.by_jid.get(jid, []) if e.end is not None]
+        if not done:
+            return float("inf")
+        last = max(done, key=lambda e: e.end or 0.0)
+        assert last.end is not None
+        proc = self.data.procs.get(last.pid)
+        killed = proc is not None and proc.how in ("kill9", "stuck") and proc.ended is not None
+        if killed and proc is not None and self._held_back(last, proc.ended or 0.0):
+            return last.end + self.active_ttl
+        return last.end
 
     def _lost_reply(self, start: float, end: float) -> Fault | None:
         for fault in self.data.faults:
@@ -1112,23 +1138,35 @@ class Checker:
         ]
         return max(kills) if kills else None
 
+    def _judge_recovery(
+        self, sample: tuple[float, float, str, str, int], base: float
+    ) -> tuple[bool, str | None, str | None]:
+        """(a swarm child's?, why it was late, why it was too early) for one recovery."""
+        latency, killed, note, cls, pid = sample
+        proc = self.data.procs.get(pid)
+        child = proc is not None and proc.role == "child"  # its supervisor requeues at once
+        downtime = self._outage_between(killed, killed + latency)
+        bound = (SWARM_RECOVERY if child else base) + downtime
+        again = self._killed_again(pid, killed, killed + latency)
+        if again is not None:  # recovered, taken by a worker killed too: the clock restarts
+            bound = base + downtime + again - killed
+            note += f" (its rescuer's batch was hit by the kill at {self.at(again)})"
+        late = f"{note} (bound {bound:.1f}s)" if latency > bound else None
+        # (a job written to fail can have a second chain of runs, so only the others tell)
+        soon = self._last_reachable(killed) + self.presence_ttl - 2 * self.beat - 1
+        early = note if not child and cls != "FailingJob" and killed + latency < soon else None
+        return child, late, early
+
     def check_recovery(self) -> None:
-        beat = float(self.data.run["config"]["heartbeat_interval"])
-        base = max(self.orphan_threshold, self.presence_ttl) + beat + self.settle_after + 5.0
+        base = max(self.orphan_threshold, self.presence_ttl) + self.beat + self.settle_after + 5.0
         samples = self._recovery_samples()
-        late, early = [], []
-        for latency, killed, note, cls, pid in samples:
-            bound = base + self._outage_between(killed, killed + latency)
-            again = self._killed_again(pid, killed, killed + latency)
-            if again is not None:  # recovered, taken by a worker killed too: the clock restarts
-                bound += again - killed
-                note += f" (its rescuer's batch was hit by the kill at {self.at(again)})"
-            if latency > bound:
-                late.append(f"{note} (bound {bound:.1f}s)")
-            # (a job written to fail can have a second chain of runs, so only the others tell)
-            soon = self._last_reachable(killed) + self.presence_ttl - 2 * beat - 1
-            if cls != "FailingJob" and killed + latency < soon:
-                early.append(note)
+        late, early, children = [], [], []
+        for sample in samples:
+            child, too_late, too_early = self._judge_recovery(sample, base)
+            if child:
+                children.append(sample)
+            late += [too_late] if too_late else []
+            early += [too_early] if too_early else []
         worst = max(samples, default=None)
         row = Row("longest kill -> running again", "no job was in flight at a kill", "OK")
         if worst is not None:
@@ -1138,12 +1176,7 @@ class Checker:
                 f"{base:.1f}s + Redis downtime meanwhile"
             )
             row.details.append("longest: " + worst[2])
-            if self.presence_ttl > self.orphan_threshold:
-                row.details.append(
-                    f"note: a killed worker's presence key lives {self.presence_ttl:g}s after its "
-                    f"last beat, so orphan_threshold {self.orphan_threshold:g}s can't make "
-                    "recovery faster than that"
-                )
+            self._recovery_notes(row, children)
         if late:
             self.fail(row, f"{len(late)} job(s) recovered later than the bound")
             row.details.extend(late[:DETAIL_LINES])
@@ -1151,6 +1184,22 @@ class Checker:
             self.fail(row, f"{len(early)} job(s) ran again before their process could be dead")
             row.details.extend(early[:DETAIL_LINES])
         self.rows.append(row)
+
+    def _recovery_notes(
+        self, row: Row, children: list[tuple[float, float, str, str, int]]
+    ) -> None:
+        if children:
+            worst = max(children)
+            row.details.append(
+                f"swarm children: {len(children)} jobs, longest {worst[0]:.2f}s (bound "
+                f"{SWARM_RECOVERY:g}s + Redis downtime): {worst[2]}"
+            )
+        if self.presence_ttl > self.orphan_threshold:
+            row.details.append(
+                f"note: a killed worker's presence key lives {self.presence_ttl:g}s after its "
+                f"last beat, so orphan_threshold {self.orphan_threshold:g}s can't make "
+                "recovery faster than that"
+            )
 
     def check_workers(self) -> None:
         procs = list(self.data.procs.values())
@@ -1194,6 +1243,46 @@ class Checker:
         )
         self.rows.append(row)
 
+    def _verdict_cause(self, event: LogEvent, proc: Proc) -> str | None:
+        """Why the live process ``proc`` looked dead at ``event``: a fault that kept its beats
+        from Redis, or a stall it reported itself, in the span its presence and last beat
+        cover (log times are whole seconds: one more on each side)."""
+        span = self.orphan_threshold + self.presence_ttl + self.beat + self.socket_timeout + 1
+        start, end = event.t - span, event.t + 1
+        for fault in self.data.faults:
+            if fault.kind in ("pause", "redis_restart") and fault.overlaps(start, end):
+                return fault.short(self.origin)
+        for stall in self.data.log_events:
+            if stall.what != "stalled" or stall.pid != proc.pid:
+                continue
+            if stall.t - stall.count - 1 <= event.t <= stall.t + 1:  # judged while it stalled
+                return f"pid {proc.pid} stalled {stall.count}s (its log, {self.at(stall.t)})"
+        return None
+
+    def check_verdicts(self) -> None:
+        """Every dead verdict on a process that was alive, each with its cause."""
+        row = Row("dead verdicts on live processes", "none", "OK")
+        live_verdicts = 0
+        for event in self.recoveries:
+            proc = self.data.procs.get(identity_pid(event.identity) or -1)
+            if proc is None or (proc.ended is not None and event.t >= proc.ended - 1.0):
+                continue
+            live_verdicts += 1
+            cause = self._verdict_cause(event, proc)
+            line = f"pid {event.pid} judged live pid {proc.pid} dead at {self.at(event.t)}"
+            if cause is None:
+                self.fail(row, f"{line} with no fault or stall to explain it")
+                row.details.append(f"{line}: NO CAUSE")
+            else:
+                row.details.append(f"{line}: {cause}")
+        if live_verdicts:
+            row.value = (
+                f"{live_verdicts} (threshold {self.orphan_threshold:g}s, presence TTL "
+                f"{self.presence_ttl:g}s)"
+            )
+        del row.details[DETAIL_LINES:]
+        self.rows.append(row)
+
     def check_run(self) -> None:
         problems = self.data.run.get("problems", [])
         if problems:
@@ -1216,6 +1305,7 @@ class Checker:
         self.check_faults()
         self.check_recovery()
         self.check_workers()
+        self.check_verdicts()
         self.check_run()
         run = self.data.run
         title = (
