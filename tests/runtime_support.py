@@ -29,6 +29,30 @@ from cogworker.worker.manager import Manager
 # entry ids it derives from them (computed with the gem, copied here as test data)
 RUBY_VECTORS = Path(__file__).resolve().parent / "data" / "ruby-digests.json"
 
+HOLD_JOB_MODULE = '''
+"""A job for tests that kill or freeze the process running it."""
+import os
+import time
+
+import cogworker
+
+
+class HoldJob(cogworker.Job):
+    """Records where and when it started ("<pid> <epoch>" on test:starts:<marker>), waits for
+    test:gate:<marker> (at most 60 s), then counts itself finished on test:finished:<marker>."""
+
+    name = "Test::Hold"
+
+    def perform(self, marker):
+        client = cogworker.default_config().redis()
+        client.rpush(f"test:starts:{marker}", f"{os.getpid()} {time.time()}")
+        deadline = time.monotonic() + 60
+        while not client.exists(f"test:gate:{marker}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        client.incr(f"test:finished:{marker}")
+'''
+"""Source of a jobs module (write it where the worker's ``-r`` finds it)."""
+
 WORKER_USER = "worker"
 WORKER_PASSWORD = "worker-pw"
 

@@ -16,6 +16,7 @@ import redis
 from admin_support import cli, ok
 from conftest import wait_for
 from runtime_support import (
+    HOLD_JOB_MODULE,
     StartWorker,
     Worker,
     closing_pools,
@@ -28,23 +29,7 @@ import cogworker
 from cogworker import api, keys
 from cogworker.api import waiting
 
-JOBS_MODULE = '''
-"""A job that waits for its gate."""
-import time
-
-import cogworker
-
-
-class HoldJob(cogworker.Job):
-    name = "Progress::Hold"
-
-    def perform(self, marker):
-        client = cogworker.default_config().redis()
-        client.rpush(f"test:starts:{marker}", 1)
-        deadline = time.monotonic() + 60
-        while not client.exists(f"test:gate:{marker}") and time.monotonic() < deadline:
-            time.sleep(0.02)
-'''
+JOBS_MODULE = HOLD_JOB_MODULE
 
 _close_pools = pytest.fixture(autouse=True)(closing_pools)
 
@@ -100,9 +85,10 @@ def stats_line(redis_url: str) -> str:
 def test_a_killed_workers_job_is_silent_then_orphaned_then_in_progress_again(
     r: redis.Redis, redis_url: str, start_worker: StartWorker, config: cogworker.Config
 ) -> None:
-    victim = start_worker("heartbeat_interval: 0.5\npresence_ttl: 4\norphan_threshold: 300\n")
+    # silent 2.5 s after its last beat (three beats, + 1 s of stamping), gone after 8 s
+    victim = start_worker("heartbeat_interval: 0.5\npresence_ttl: 8\norphan_threshold: 300\n")
     identity = victim.identity(r)
-    cogworker.Client(config).push({"class": "Progress::Hold", "args": ["p"]})
+    cogworker.Client(config).push({"class": "Test::Hold", "args": ["p"]})
     wait_for(lambda: r.llen("test:starts:p") == 1)
     assert "in progress 1   orphaned 0" in stats_line(redis_url)
 
@@ -119,7 +105,7 @@ def test_a_killed_workers_job_is_silent_then_orphaned_then_in_progress_again(
     assert api.ProcessSet(r).total_busy() == 0
 
     # presence expired: the job is orphaned, recovered only after the threshold
-    wait_for(lambda: not r.exists(keys.process(identity)), timeout=10)
+    wait_for(lambda: not r.exists(keys.process(identity)), timeout=20)
     out = ok(cli(redis_url, "stats", "--orphan-threshold", "300")).splitlines()
     assert "in progress 0   orphaned 1" in out[0]
     last_beat = int(r.hget(keys.LAST_BEAT, identity))

@@ -18,38 +18,13 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import closing_pools
+from runtime_support import HOLD_JOB_MODULE, closing_pools
 from swarm_support import StartSwarm, ready, swarms
 
 import cogworker
 from cogworker import keys
 
-JOBS_MODULE = '''
-"""Jobs for the swarm recovery tests."""
-import os
-import signal
-import time
-
-import cogworker
-
-
-def _redis():
-    return cogworker.default_config().redis()
-
-
-class HoldJob(cogworker.Job):
-    """Records where and when it started, then waits for test:gate:<marker>."""
-
-    name = "Recovery::Hold"
-
-    def perform(self, marker):
-        client = _redis()
-        client.rpush(f"test:starts:{marker}", f"{os.getpid()} {time.time()}")
-        deadline = time.monotonic() + 60
-        while not client.exists(f"test:gate:{marker}") and time.monotonic() < deadline:
-            time.sleep(0.02)
-        client.incr(f"test:finished:{marker}")
-
+JOBS_MODULE = HOLD_JOB_MODULE + '''
 
 class KillerJob(cogworker.Job):
     """Kills the process that runs it, every time."""
@@ -57,8 +32,8 @@ class KillerJob(cogworker.Job):
     name = "Recovery::Killer"
 
     def perform(self, marker):
-        _redis().rpush(f"test:starts:{marker}", os.getpid())
-        os.kill(os.getpid(), signal.SIGKILL)
+        cogworker.default_config().redis().rpush(f"test:starts:{marker}", os.getpid())
+        os.kill(os.getpid(), 9)  # SIGKILL
 '''
 
 # the defaults that matter here: presence TTL 60 s, orphan threshold 300 s
@@ -92,7 +67,7 @@ def test_a_killed_childs_running_job_runs_again_at_once(
 ) -> None:
     supervisor = start_swarm(count=2)
     identities = ready(r, supervisor)
-    jid = producer.push({"class": "Recovery::Hold", "args": ["kill"]})
+    jid = producer.push({"class": "Test::Hold", "args": ["kill"]})
     first = wait_for(lambda: starts(r, "kill")[:1])[0]
     victim = int(first.split()[0])
     identity = identities[victim]

@@ -18,6 +18,7 @@ import pytest
 import redis
 from conftest import wait_for
 from runtime_support import (
+    HOLD_JOB_MODULE,
     StartWorker,
     Worker,
     closing_pools,
@@ -29,27 +30,7 @@ from runtime_support import (
 import cogworker
 from cogworker import keys
 
-JOBS_MODULE = '''
-"""Jobs for the death detection tests."""
-import os
-import time
-
-import cogworker
-
-
-class HoldJob(cogworker.Job):
-    """Records where and when it started, then waits for test:gate:<marker>."""
-
-    name = "Death::Hold"
-
-    def perform(self, marker):
-        client = cogworker.default_config().redis()
-        client.rpush(f"test:starts:{marker}", f"{os.getpid()} {time.time()}")
-        deadline = time.monotonic() + 60
-        while not client.exists(f"test:gate:{marker}") and time.monotonic() < deadline:
-            time.sleep(0.02)
-        client.incr(f"test:finished:{marker}")
-'''
+JOBS_MODULE = HOLD_JOB_MODULE
 
 HEARTBEAT, PRESENCE, THRESHOLD, CHECK = 1.0, 3.0, 5.0, 1.0
 SHORT = f"""\
@@ -100,7 +81,7 @@ def running_on(
     """A job running on one worker, and a second worker beating beside it, idle."""
     victim = start_worker(threshold)
     victim.identity(r)
-    producer.push({"class": "Death::Hold", "args": [marker]})
+    producer.push({"class": "Test::Hold", "args": [marker]})
     wait_for(lambda: starts(r, marker))
     assert starts(r, marker)[0][0] == victim.pid
     rescuer = start_worker(threshold)

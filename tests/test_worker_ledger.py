@@ -55,6 +55,14 @@ def test_an_identical_payload_performing_twice_is_listed_until_both_returned() -
     assert ledger.performing() == []
 
 
+def test_once_starts_are_closed_no_job_starts_and_the_performing_ones_are_returned() -> None:
+    ledger, running_now, lagging = Ledger(), work("a", "j-a"), work("b", "j-b")
+    assert ledger.starting(running_now) is True
+    assert ledger.close_starts() == [running_now]
+    assert ledger.starting(lagging) is False
+    assert ledger.performing() == [running_now]
+
+
 def test_while_performing_runs_the_action_only_inside_perform() -> None:
     ledger, job, calls = Ledger(), work("a"), []
     ledger.while_performing(job, lambda: calls.append("before"))

@@ -523,6 +523,31 @@ def test_job_fetched_after_stop_began_is_given_back(
     assert manager.ledger.running() == set()
 
 
+def test_a_thread_that_lagged_past_the_hand_back_never_starts_its_job(
+    small: cogworker.Config, r: redis.Redis
+) -> None:
+    """A thread checked for shutdown before it began, then lagged (a starved process) until
+    the hand-back had requeued the job: it must not run it, and the job is queued once.
+    (Found by a fault run: both copies ran, 20 ms apart.)"""
+    manager = Manager(small, new_identity())
+    OkJob.perform_async("lagged")
+    [work] = manager.strategy.current().retrieve(1)
+    try:
+        manager.ledger.taken(work)
+        manager.stopping.set()
+        manager.ledger.close_starts()  # what stop does before it hands the list back
+        manager.reconciler.hand_back()
+        lagging = manager.processors[0]
+        lagging._stopping = threading.Event()  # its stale view: shutdown not begun yet
+        assert lagging.process(work) is None  # and its turnover takes nothing: stopping
+    finally:
+        manager.strategy.current().close()
+    assert RUNS == []
+    assert [job["args"] for job in queue_jobs(r, "default")] == [["lagged"]]  # once
+    assert r.llen(inprogress(manager)) == 0
+    assert manager.ledger.running() == set()
+
+
 @pytest.mark.parametrize("mode", ["reliable", "basic"])
 def test_stop_requeues_a_job_running_past_the_shutdown_timeout(
     small: cogworker.Config, r: redis.Redis, mode: str

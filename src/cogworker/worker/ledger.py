@@ -3,7 +3,8 @@
 * running: every job taken for this process until it is settled or given back. Reconcile
   requeues what the in-progress list holds beyond these.
 * performing: the jobs inside ``perform`` right now; the heartbeat keeps their cron locks
-  alive, and at shutdown their jids are marked handed back.
+  alive, and at shutdown their jids are marked handed back. Once the shutdown hand-back
+  begins (``close_starts``) no job may start: it is being requeued.
 * pending: settlements that failed and wait to be retried (an acknowledgement, or a filing
   into retry / dead in place of the job), keyed by the raw payload.
 * busy: how many processor threads are working on a job (the heartbeat reports it).
@@ -44,6 +45,7 @@ class Ledger:
         self._performing_works: dict[str, Work] = {}
         self._pending: dict[str, tuple[Work, Settlement]] = {}
         self._busy = 0
+        self._starts_closed = False
 
     # -- running: taken until settled or given back ------------------------------------------
 
@@ -61,11 +63,23 @@ class Ledger:
 
     # -- performing: inside perform ------------------------------------------------------------
 
-    def starting(self, work: Work) -> None:
-        """A processor is about to run it: the heartbeat keeps its cron lock alive."""
+    def starting(self, work: Work) -> bool:
+        """A processor is about to run it: the heartbeat keeps its cron lock alive. False
+        once the shutdown hand-back began: it must not run here (it is going back)."""
         with self._lock:
+            if self._starts_closed:
+                return False
             self._performing[work.raw] += 1
             self._performing_works[work.raw] = work
+            return True
+
+    def close_starts(self) -> list[Work]:
+        """No job starts from now on; the ones performing now (they run on, and are handed
+        back all the same). A thread that checked for shutdown before it began and then
+        lagged can't start a job after the hand-back requeued it."""
+        with self._lock:
+            self._starts_closed = True
+            return list(self._performing_works.values())
 
     def performed(self, work: Work) -> None:
         """``perform`` returned: the heartbeat stops keeping the job's cron lock alive."""

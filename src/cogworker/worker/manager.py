@@ -102,7 +102,7 @@ class Manager:
         self.bookkeeper.flush()
         # jobs still running are handed back; their runs here must not free the requeued
         # copies' locks if they finish before the process exits
-        locks.handed_back.update(work.jid for work in self.ledger.performing())
+        locks.handed_back.update(work.jid for work in self.ledger.close_starts())
         try:
             self.reconciler.hand_back()
         except Exception as error:

@@ -137,7 +137,8 @@ class Processor:
         if isinstance(work.job, Rejection):
             return Next.BURY
         job = outcome.job = wire.copy_payload(work.job)
-        self._ledger.starting(work)
+        if not self._ledger.starting(work):  # the shutdown hand-back began: it goes back
+            return Next.GIVE_BACK
         outcome.started = True
         if not self._registered:
             entry = wire.workers_entry(work.queue, work.raw, int(time.time()))
