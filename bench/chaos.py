@@ -337,6 +337,7 @@ class Slot:
     queues: tuple[str, ...]
     swarm: bool = False
     children: dict[int, ProcRecord] = field(default_factory=dict)  # live ones, by pid
+    seen: set[int] = field(default_factory=set)  # every child pid recorded, live or not
     gen: int = 0
     proc: subprocess.Popen[bytes] | None = None
     record: ProcRecord | None = None
@@ -450,7 +451,10 @@ class Fleet:
         """Record the swarm slot's children as they come and go (the supervisor forks them)."""
         assert slot.record is not None
         running = _children_of(slot.record.pid) if slot.proc is not None else set()
-        for pid in running - set(slot.children):
+        # a child just killed is still listed for a moment before it turns zombie: a pid seen
+        # once is never recorded again
+        for pid in running - set(slot.children) - slot.seen:
+            slot.seen.add(pid)
             record = ProcRecord(
                 pid, slot.index, slot.gen, slot.record.log, time.time(), role="child"
             )

@@ -907,6 +907,21 @@ class Checker:
                     f"handed back at the shutdown deadline: pid {proc.pid} got TERM at "
                     f"{self.at(proc.term_at or 0.0)} and exited at {self.at(proc.ended or 0.0)}"
                 )
+            copies = [
+                run
+                for run in self.by_jid.get(earlier.jid, [])
+                if run is not earlier
+                and run.start >= deadline - 0.25
+                and run.end is not None
+                and run.end <= later.start
+            ]
+            copy = copies[0] if handed_back and copies else None
+            if copy is not None:
+                return (
+                    f"handed back at the shutdown deadline: pid {proc.pid} got TERM at "
+                    f"{self.at(proc.term_at or 0.0)}; its requeued copy ran in {copy.label} and "
+                    f"released the entry at {self.at(copy.end or 0.0)} while the original ran on"
+                )
         if earlier.jid != later.jid and (earlier.jid in lost or later.jid in lost):
             return "a push whose reply was lost (a second job got in)"
         for run in (earlier, later):
