@@ -55,6 +55,14 @@ def supervisor_identity(r: redis.Redis, children: dict[int, str]) -> str:
     return str(identity)
 
 
+def swarm_up(start_swarm: StartSwarm, r: redis.Redis) -> tuple[Supervisor, dict[int, str], str]:
+    """A swarm of two, with its children registered: (supervisor, pid -> identity of each
+    child, the supervisor's identity)."""
+    supervisor = start_swarm(count=2)
+    children = ready(r, supervisor)
+    return supervisor, children, supervisor_identity(r, children)
+
+
 def quiet(r: redis.Redis, identity: str) -> str | None:
     value = r.hget(keys.process(identity), "quiet")
     return None if value is None else str(value)
@@ -63,9 +71,7 @@ def quiet(r: redis.Redis, identity: str) -> str | None:
 def test_a_swarm_is_listed_as_its_supervisor_with_its_children(
     start_swarm: StartSwarm, r: redis.Redis, redis_url: str
 ) -> None:
-    supervisor = start_swarm(count=2)
-    children = ready(r, supervisor)
-    identity = supervisor_identity(r, children)
+    supervisor, children, identity = swarm_up(start_swarm, r)
 
     # the supervisor is no process of its own: a Ruby dashboard counts the two children
     assert identity.split(":")[-2] == str(supervisor.pid)
@@ -81,9 +87,7 @@ def test_a_swarm_is_listed_as_its_supervisor_with_its_children(
 def test_quiet_resume_and_stop_aimed_at_the_supervisor_reach_the_whole_swarm(
     start_swarm: StartSwarm, r: redis.Redis, redis_url: str
 ) -> None:
-    supervisor = start_swarm(count=2)
-    children = ready(r, supervisor)
-    identity = supervisor_identity(r, children)
+    supervisor, children, identity = swarm_up(start_swarm, r)
     on = f"on {redacted_url(redis_url)}"
 
     out = ok(cli(redis_url, "processes", "quiet", identity)).splitlines()
@@ -120,9 +124,7 @@ def test_stop_all_stops_a_swarm_without_respawning_it(
 def test_a_child_stopped_alone_is_replaced_and_the_command_says_so(
     start_swarm: StartSwarm, r: redis.Redis, redis_url: str
 ) -> None:
-    supervisor: Supervisor = start_swarm(count=2)
-    children = ready(r, supervisor)
-    identity = supervisor_identity(r, children)
+    supervisor, children, identity = swarm_up(start_swarm, r)
     victim, survivor = sorted(children)
 
     out = ok(cli(redis_url, "processes", "stop", children[victim])).strip()

@@ -12,17 +12,26 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 from conftest import wait_for
-from runtime_support import HOLD_JOB_MODULE, closing_pools
+from runtime_support import (
+    HOLD_JOB_MODULE,
+    closing_pools,
+    cogworker_log_records,
+    private_config,
+    release,
+)
 from swarm_support import StartSwarm, ready, swarms
 
 import cogworker
-from cogworker import keys
+from cogworker import keys, redis_errors
+from cogworker.identity import new_identity
+from cogworker.redis_server import RedisServer
+from cogworker.worker.recovery.reaped import RETRY_INTERVAL, ReapedChildren
 
 JOBS_MODULE = HOLD_JOB_MODULE + '''
 
@@ -117,3 +126,39 @@ def test_a_job_that_kills_every_child_goes_to_dead_after_max_orphanings(
     assert len(re.findall(r"swarm: requeued 1 job\(s\)", supervisor.output())) == 2
     ready(r, supervisor)  # the children are up again and stay up
     assert len(starts(r, "loop")) == 3
+
+
+def test_a_reap_while_redis_is_unreachable_is_recovered_once_it_is_back(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    """The supervisor reaps a child during an outage: the recovery waits, one line says so,
+    and the list goes back to its queue once Redis answers (tried again every second)."""
+    server = redis_server_factory()
+    admin = redis.Redis.from_url(server.url, decode_responses=True)
+    cfg = private_config(server.url)
+    child = new_identity()
+    job = {"class": "Test::Hold", "args": ["outage"], "queue": "default", "jid": "a" * 24}
+    raw = json.dumps(job)
+    server.stop()
+    reaped = ReapedChildren(cfg)
+    try:
+        with cogworker_log_records() as records:
+            reaped.exited(child, 4242)
+            assert redis_errors.reporter.in_outage("Swarm recovery")
+            server.start()  # same port, no persistence: the child's list is planted now
+            admin.lpush(keys.inprogress(child), raw)
+            admin.sadd(keys.INPROGRESS_IDENTITIES, child)
+
+            def recovered() -> bool:
+                reaped.retry()  # what the supervisor does every round
+                return admin.llen(keys.queue("default")) == 1
+
+            wait_for(recovered, timeout=RETRY_INTERVAL + 10)
+        assert admin.lrange(keys.queue("default"), 0, -1) == [raw]
+        assert admin.llen(keys.inprogress(child)) == 0
+        assert not redis_errors.reporter.in_outage("Swarm recovery")
+        outage = [r.getMessage() for r in records if "Swarm recovery" in r.getMessage()]
+        assert outage and "Redis unavailable" in outage[0]
+    finally:
+        release(cfg)
+        admin.close()

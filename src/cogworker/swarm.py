@@ -248,18 +248,17 @@ class Swarm:
             if slot is not None:
                 self._exited(slot, status)
 
-    def _gone(self, slot: Slot, pid: int | None, identity: str | None) -> None:
+    def _gone(self, slot: Slot) -> None:
         """The slot's child is reaped: whatever it left running goes to ``recovery``."""
-        slot.pid = slot.identity = None
+        pid, identity, slot.pid, slot.identity = slot.pid, slot.identity, None, None
         if self.recovery is not None and pid is not None and identity is not None:
             self.recovery.exited(identity, pid)
 
     def _exited(self, slot: Slot, status: int) -> None:
-        pid, identity = slot.pid, slot.identity
         try:
             self._log_exit(slot, status)
         finally:
-            self._gone(slot, pid, identity)
+            self._gone(slot)
 
     def _log_exit(self, slot: Slot, status: int) -> None:
         """Log the exit and set when the slot is forked again."""
@@ -331,7 +330,7 @@ class Swarm:
         except ChildProcessError:
             pid = slot.pid
         if pid:
-            self._gone(slot, slot.pid, slot.identity)
+            self._gone(slot)
 
     def check_memory(self) -> None:
         assert self.max_memory_mb is not None

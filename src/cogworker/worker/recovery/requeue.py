@@ -71,7 +71,12 @@ def requeue_list(
         keys.PROCESSES,
         keys.INPROGRESS_IDENTITIES,
     ]
-    verdict = "reaped" if reaped else "" if if_dead_for is None else str(float(if_dead_for))
+    if reaped:
+        verdict = "reaped"
+    elif if_dead_for is not None:
+        verdict = str(float(if_dead_for))
+    else:
+        verdict = ""  # own shutdown: unconditional
     args = _script_args(config, identity, verdict)
     args += [f"d:{raw}" for raw in finished] + [f"k:{raw}" for raw in keep]
     reply = REQUEUE_LIST(client, script_keys, args)
