@@ -199,6 +199,8 @@ def killed_mid_job(
     assert jid is not None
     wait_for(lambda: runs(r, marker) == 1, timeout=20)
     wait_for(lambda: r.hget(keys.status(jid), "status") == "working")  # written on its own
+    # and its workers entry, which a job handed over by the fetcher gets a round trip later
+    wait_for(lambda: r.hlen(keys.workers(identity)) == 1)
     worker.kill()
     r.delete(keys.process(identity))
     return jid, identity

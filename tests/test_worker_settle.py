@@ -452,11 +452,12 @@ def test_bug_inside_interrupt_remembers_a_minimal_dead_entry(
         assert minimal["error_class"] == "ValueError"
         assert minimal["error_message"] == "boom minimal"
         assert "poisoned" not in minimal
-        assert (
+        line = (
             f"fail: Hard::Fail jid={jid}: ValueError: boom minimal; couldn't file it (ValueError: "
             "Out of range float values are not JSON compliant) nor interrupt it (RuntimeError: "
             "bug in max_retries): left in progress, filed into dead by the next reconcile"
-        ) in caplog.text
+        )
+        wait_for(lambda: line in caplog.text)  # logged just after the settlement is remembered
         Scheduler(manager).orphan_check()  # reconcile files it
         assert manager.ledger.pending() == {}
     [(entry, _)] = zset_entries(r, keys.DEAD)
