@@ -592,3 +592,25 @@ def test_defaults_and_varargs_of_perform_are_honoured_at_enqueue(
     ExternalJob.perform_async(1, "anything", [2])  # no perform here: the Ruby worker decides
     assert r.llen("cogworker:queue:flex") == 3
     assert r.llen("cogworker:queue:ruby") == 1
+
+
+def test_keyword_only_parameters_of_perform_are_judged_at_enqueue(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    # positional arguments can never fill a keyword-only parameter: one without a default
+    # refuses every push, one with a default (or **options) takes none of them
+    class OptionsJob(cogworker.Job, queue="kw"):
+        def perform(self, first: int, *, verbose: bool = False, **options: Any) -> None:
+            pass
+
+    class NeverJob(cogworker.Job, queue="kw"):
+        def perform(self, first: int, *, required: bool) -> None:
+            pass
+
+    OptionsJob.perform_async(1)
+    OptionsJob.perform_bulk([[1], [2]])
+    with pytest.raises(TypeError, match="too many positional arguments"):
+        OptionsJob.perform_async(1, True)
+    with pytest.raises(TypeError, match="missing a required argument: 'required'"):
+        NeverJob.perform_async(1)
+    assert r.llen("cogworker:queue:kw") == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 from typing import Any
@@ -158,6 +159,23 @@ def test_stopping_middleware_skips_the_rest() -> None:
     chain.add(OtherTracer, "c", trace)
     assert chain.invoke(final=final_into(trace)) is False
     assert trace == ["before a", "stopped", "after a"]
+
+
+def test_an_invoke_leaves_no_reference_cycle_behind() -> None:
+    # one invoke runs per push and per job: a cycle each would keep the collector busy
+    trace: list[str] = []
+    chain = Chain()
+    chain.add(Tracer, "a", trace)
+    chain.add(OtherTracer, "b", trace)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            assert chain.invoke("x", final=final_into(trace)) is True
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert trace.count("final") == 20
 
 
 # -- client middleware on real pushes -------------------------------------------------------

@@ -98,10 +98,34 @@ def _perform_signature(job_class: type[JobClass]) -> inspect.Signature | None:
     return signature
 
 
+def _positional_range(signature: inspect.Signature) -> tuple[int, float] | None:
+    """How many positional arguments ``signature`` takes (fewest, most), or None when only
+    ``bind`` can tell (a keyword-only parameter without a default can never be bound)."""
+    fewest, most = 0, 0.0
+    for parameter in signature.parameters.values():
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            most = math.inf
+        elif parameter.kind is parameter.KEYWORD_ONLY:
+            if parameter.default is parameter.empty:
+                return None
+        elif parameter.kind is not parameter.VAR_KEYWORD:
+            most += 1
+            if parameter.default is parameter.empty:
+                fewest += 1
+    return fewest, most
+
+
 def _check_arity(job_class: type[JobClass], args: list[Any]) -> None:
     """Raise TypeError now if ``perform`` can't take ``args``, instead of failing every run."""
     signature = _perform_signature(job_class)
     if signature is None:
+        return
+    # the count alone decides for most signatures: ``bind`` costs more than the rest of a push
+    allowed = job_class.__dict__.get("_perform_arity")
+    if allowed is None:
+        allowed = _positional_range(signature) or (math.inf, 0.0)
+        type.__setattr__(job_class, "_perform_arity", allowed)
+    if allowed[0] <= len(args) <= allowed[1]:
         return
     try:
         signature.bind(*args)

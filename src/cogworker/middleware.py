@@ -35,6 +35,7 @@ imports it depends on nothing of the worker runtime.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -127,16 +128,17 @@ class Chain:
         if not self._entries:
             final()
             return True
-        reached = False
+        reached: list[bool] = []
+
+        def reach() -> None:
+            reached.append(True)
+            final()
+
         instances = [cls(*args, **kwargs) for cls, args, kwargs in self._entries]
-
-        def step(index: int) -> None:
-            nonlocal reached
-            if index == len(instances):
-                reached = True
-                final()
-            else:
-                instances[index](*call_args, lambda: step(index + 1))
-
-        step(0)
-        return reached
+        # linked inside out with partials: no closure refers to itself, so a push or a run
+        # leaves no reference cycle for the garbage collector to find
+        call_next: Callable[[], None] = reach
+        for instance in reversed(instances):
+            call_next = functools.partial(instance, *call_args, call_next)
+        call_next()
+        return bool(reached)
