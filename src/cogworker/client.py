@@ -123,7 +123,7 @@ def _check_arity(job_class: type[JobClass], args: list[Any]) -> None:
     # the count alone decides for most signatures: ``bind`` costs more than the rest of a push
     allowed = job_class.__dict__.get("_perform_arity")
     if allowed is None:
-        allowed = _positional_range(signature) or (math.inf, 0.0)
+        allowed = _positional_range(signature) or (math.inf, 0.0)  # empty: bind decides all
         type.__setattr__(job_class, "_perform_arity", allowed)
     if allowed[0] <= len(args) <= allowed[1]:
         return
