@@ -17,6 +17,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol
 
@@ -76,63 +77,67 @@ def _no_kwargs(name: str, kwargs: dict[str, Any]) -> None:
         )
 
 
-def _perform_signature(job_class: type[JobClass]) -> inspect.Signature | None:
-    """``perform``'s signature without ``self``; None when there is nothing to check against (a
-    class that only names a job run elsewhere, e.g. by Ruby workers, has no ``perform``)."""
-    cached = job_class.__dict__.get("_perform_signature")
-    if cached is not None or "_perform_signature" in job_class.__dict__:
+@dataclass(frozen=True, slots=True)
+class _Arity:
+    """What ``perform`` (without ``self``) accepts, worked out once per class: the counts of
+    positional arguments that certainly bind, and the signature to word a refusal with."""
+
+    signature: inspect.Signature
+    fewest: float
+    most: float
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> _Arity:
+        fewest, most = 0, 0.0
+        for parameter in signature.parameters.values():
+            if parameter.kind is parameter.VAR_POSITIONAL:
+                most = math.inf
+            elif parameter.kind is parameter.KEYWORD_ONLY:
+                if parameter.default is parameter.empty:  # no positional call can fill it
+                    return cls(signature, math.inf, 0.0)
+            elif parameter.kind is not parameter.VAR_KEYWORD:
+                most += 1
+                if parameter.default is parameter.empty:
+                    fewest += 1
+        return cls(signature, fewest, most)
+
+
+def _perform_arity(job_class: type[JobClass]) -> _Arity | None:
+    """``perform``'s arity; None when there is nothing to check against (a class that only
+    names a job run elsewhere, e.g. by Ruby workers, has no ``perform``)."""
+    cached = job_class.__dict__.get("_perform_arity")
+    if cached is not None or "_perform_arity" in job_class.__dict__:
         return cached
     perform = getattr(job_class, "perform", None)
-    signature: inspect.Signature | None = None
+    arity: _Arity | None = None
     if perform is not None:
         try:
             full = inspect.signature(perform)
         except (TypeError, ValueError):
             full = None
         if full is not None:
-            signature = full.replace(
-                parameters=list(full.parameters.values())[1:],
-                return_annotation=inspect.Signature.empty,
+            arity = _Arity.of(
+                full.replace(
+                    parameters=list(full.parameters.values())[1:],
+                    return_annotation=inspect.Signature.empty,
+                )
             )
-    type.__setattr__(job_class, "_perform_signature", signature)
-    return signature
-
-
-def _positional_range(signature: inspect.Signature) -> tuple[int, float] | None:
-    """How many positional arguments ``signature`` takes (fewest, most), or None when only
-    ``bind`` can tell (a keyword-only parameter without a default can never be bound)."""
-    fewest, most = 0, 0.0
-    for parameter in signature.parameters.values():
-        if parameter.kind is parameter.VAR_POSITIONAL:
-            most = math.inf
-        elif parameter.kind is parameter.KEYWORD_ONLY:
-            if parameter.default is parameter.empty:
-                return None
-        elif parameter.kind is not parameter.VAR_KEYWORD:
-            most += 1
-            if parameter.default is parameter.empty:
-                fewest += 1
-    return fewest, most
+    type.__setattr__(job_class, "_perform_arity", arity)
+    return arity
 
 
 def _check_arity(job_class: type[JobClass], args: list[Any]) -> None:
     """Raise TypeError now if ``perform`` can't take ``args``, instead of failing every run."""
-    signature = _perform_signature(job_class)
-    if signature is None:
-        return
+    arity = _perform_arity(job_class)
     # the count alone decides for most signatures: ``bind`` costs more than the rest of a push
-    allowed = job_class.__dict__.get("_perform_arity")
-    if allowed is None:
-        allowed = _positional_range(signature) or (math.inf, 0.0)  # empty: bind decides all
-        type.__setattr__(job_class, "_perform_arity", allowed)
-    if allowed[0] <= len(args) <= allowed[1]:
+    if arity is None or arity.fewest <= len(args) <= arity.most:
         return
     try:
-        signature.bind(*args)
+        arity.signature.bind(*args)
     except TypeError as error:
         raise TypeError(
-            f"{job_class.name}: can't enqueue {len(args)} argument(s) for perform{signature}: "
-            f"{error}"
+            f"{job_class.name}: can't enqueue {len(args)} argument(s) for "
+            f"perform{arity.signature}: {error}"
         ) from None
 
 
