@@ -23,6 +23,7 @@ from cogworker.redis_server import RedisServer
 
 DEFAULTS: dict[str, Any] = {
     "concurrency": 10,
+    "adaptive_concurrency": True,
     "queues": ["default"],
     "redis_url": connection.DEFAULT_URL,  # with REDIS_URL unset
     "job_packages": [],
@@ -72,6 +73,7 @@ GOOD: list[tuple[str, Any, Any]] = [
     ("max_orphanings", 1, 1),
     ("unique_lock_ttl", 0.5, 0.5),
     ("periodic_catch_up", False, False),
+    ("adaptive_concurrency", False, False),
     ("death_handlers", [handler], [handler]),
     ("death_handlers", (handler,), [handler]),
     ("death_handlers", [], []),
@@ -123,6 +125,8 @@ BAD: list[tuple[str, Any]] = [
     ("unique_lock_ttl", 0),
     ("unique_lock_ttl", "1d"),
     ("periodic_catch_up", "yes"),
+    ("adaptive_concurrency", "false"),
+    ("adaptive_concurrency", 0),
     ("periodic_catch_up", 1),
     ("periodic_catch_up", None),
     ("death_handlers", handler),

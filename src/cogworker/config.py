@@ -187,6 +187,7 @@ def _chain(name: str, value: Any) -> Chain:
 # option -> (default factory, validator); the single source of truth for names and defaults
 _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "concurrency": (lambda: 10, _positive_int),
+    "adaptive_concurrency": (lambda: True, _bool),
     "queues": (lambda: ["default"], lambda name, value: expand_queues(value, name)),
     "redis_url": (lambda: None, _redis_url),  # None resolves, see _redis_url
     "job_packages": (list, _package_names),
@@ -217,23 +218,25 @@ OPTION_NAMES = frozenset(_OPTIONS)
 class Config:
     """Every cogworker setting; assigning a bad value raises ConfigError at once.
 
-    ``concurrency`` processor threads per worker; ``queues`` the weighted queue list (each
-    name repeated by its weight); ``redis_url`` the URL in use: the one given, else
-    ``$REDIS_URL``, else redis://localhost:6379/0 (assigning None resolves it again);
-    ``job_packages`` the packages, besides the app module's own, whose modules a worker may
-    import to find a payload's job class by its dotted path; ``fetch`` ``reliable``
+    ``concurrency`` processor threads per worker; ``adaptive_concurrency`` lets fewer of them
+    hold a job while short jobs keep the CPU saturated (``worker/pace.py``); ``queues`` the
+    weighted queue list (each name repeated by its weight); ``redis_url`` the URL in use: the
+    one given, else ``$REDIS_URL``, else redis://localhost:6379/0 (assigning None resolves it
+    again); ``job_packages`` the packages, besides the app module's own, whose modules a worker
+    may import to find a payload's job class by its dotted path; ``fetch`` ``reliable``
     (default) or ``basic``; ``shutdown_timeout`` how long a stopping worker waits for running
     jobs; ``orphan_threshold`` how long a silent process's jobs wait before recovery;
     ``max_orphanings`` how many recoveries a job survives before it is dead;
     ``heartbeat_interval``, ``poll_interval``, ``orphan_check_interval`` and
     ``fetch_idle_max_interval`` the background cadences; ``presence_ttl`` how long this
-    process's presence outlives its last beat (no other process may take its jobs sooner;
-    at least three heartbeats: see ``check_liveness``); ``unique_lock_ttl`` the unique
-    locks' lifetime; ``max_memory`` (MB) the size above which the swarm replaces a child;
-    ``tag`` the name shown in process titles.
+    process's presence outlives its last beat (no other process may take its jobs sooner; at
+    least three heartbeats: see ``check_liveness``); ``unique_lock_ttl`` the unique locks'
+    lifetime; ``max_memory`` (MB) the size above which the swarm replaces a child; ``tag`` the
+    name shown in process titles.
     """
 
     concurrency: int
+    adaptive_concurrency: bool
     queues: list[str]
     redis_url: str
     job_packages: list[str]

@@ -1,9 +1,10 @@
 """The fetcher thread: feeds the processor threads that have nothing to do.
 
 A busy thread takes its next job itself, with the acknowledgement of the one it finished
-(``turnover.py``). A thread that found nothing there tells the fetcher it is idle; the fetcher
-waits until some are, takes that many jobs in one call (blocking server-side when the queues
-are empty, so idle threads cost one waiting connection, not one each) and hands one to each.
+(``turnover.py``). A thread that found nothing there (or whose lane closed: ``pace.py``) tells
+the fetcher it is idle; the fetcher waits until some are and lanes are open for them, takes
+that many jobs in one call (blocking server-side when the queues are empty, so idle threads
+cost one waiting connection, not one each) and hands one to each.
 Quiet (and stop) takes nothing new; jobs that arrive while quiet began go back to their queue.
 """
 
@@ -16,6 +17,7 @@ import time
 
 from cogworker import redis_errors
 from cogworker.fetch import UnsupportedError, Work
+from cogworker.worker import pace
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.processor import Mailbox
 from cogworker.worker.settle import Settler
@@ -37,10 +39,12 @@ class Fetcher:
         strategy: FetchStrategy,
         ledger: Ledger,
         settler: Settler,
+        lanes: pace.Pace,
         stopping: threading.Event,
         quiet: threading.Event,
     ) -> None:
         self._strategy = strategy
+        self._lanes = lanes
         self._ledger = ledger
         self._settler = settler
         self._stopping = stopping
@@ -125,11 +129,16 @@ class Fetcher:
     def _hand_out(self, idle: list[Mailbox]) -> None:
         if not idle:
             return
-        works = self._retrieve(len(idle))
+        room = self._lanes.reserve(len(idle), timeout=pace.WINDOW)
+        if not room:  # every open lane is busy: look at the inbox again, then wait again
+            return
+        works = self._retrieve(room)
         if self._quiet.is_set():
             for work in works:  # quieted or stopping while we waited: don't start them
                 self._settler.give_back(work)
+            self._lanes.release(room)
             return
+        self._lanes.release(room - len(works))
         for work in works:
             self._ledger.taken(work)
             idle.pop().put(work)

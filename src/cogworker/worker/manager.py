@@ -25,6 +25,7 @@ from cogworker.config import Config
 from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.fetcher import Fetcher
 from cogworker.worker.ledger import Ledger
+from cogworker.worker.pace import Pace
 from cogworker.worker.processor import Processor
 from cogworker.worker.recovery import Orphans, Reconciler
 from cogworker.worker.settle import Settler
@@ -45,7 +46,10 @@ class Manager:
         self.bookkeeper = Bookkeeper(self.client, identity, self.strategy, self.ledger)
         self.settler = Settler(config, self.client, self.strategy, self.ledger, self.bookkeeper)
         quiet = threading.Event()
-        self.fetcher = Fetcher(self.strategy, self.ledger, self.settler, self.stopping, quiet)
+        self.pace = Pace(config.concurrency, adaptive=config.adaptive_concurrency)
+        self.fetcher = Fetcher(
+            self.strategy, self.ledger, self.settler, self.pace, self.stopping, quiet
+        )
         turnover = Turnover(
             self.client,
             identity,
@@ -65,6 +69,7 @@ class Manager:
                 settler=self.settler,
                 turnover=turnover,
                 feed=self.fetcher,
+                pace=self.pace,
                 stopping=self.stopping,
             )
             for index in range(config.concurrency)

@@ -26,6 +26,7 @@ from cogworker.job import Job
 from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.outcome import Next, Outcome, summary
+from cogworker.worker.pace import Pace
 from cogworker.worker.settle import Settler
 from cogworker.worker.turnover import Finished, Turnover
 
@@ -58,6 +59,7 @@ class Processor:
         settler: Settler,
         turnover: Turnover,
         feed: Feed,
+        pace: Pace,
         stopping: threading.Event,
     ) -> None:
         self.tid = secrets.token_hex(6)
@@ -68,6 +70,7 @@ class Processor:
         self._settler = settler
         self._turnover = turnover
         self._feed = feed
+        self._pace = pace
         self._stopping = stopping
         self._registered = False  # the turnover wrote this thread's workers-hash entry
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -94,6 +97,8 @@ class Processor:
                     self._bookkeeper.deregister(self.tid)
                     time.sleep(ERROR_BACKOFF)
                     work = None
+                if work is None:
+                    self._pace.release()  # idle: the lane the fetcher reserved is free
         finally:
             self._turnover.close_thread()
             if self._loop is not None:
@@ -130,6 +135,7 @@ class Processor:
             acknowledge=self._settler.finish(work, outcome),
             processed=int(ran and outcome.error is None),
             failed=int(ran and outcome.error is not None),
+            take_next=self._pace.keeps_lane(),
         )
         return self._turnover.next_job(self.tid, finished)
 

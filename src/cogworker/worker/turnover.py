@@ -46,11 +46,13 @@ TURNOVER = scripts.load(__file__, "turnover")
 @dataclass(frozen=True, slots=True)
 class Finished:
     """What a thread reports about the job it just finished: the job to acknowledge (None when
-    settling already wrote its fate) and the runs to count."""
+    settling already wrote its fate), the runs to count, and whether it may take its next job
+    (False: its lane closed, see ``pace.py``)."""
 
     acknowledge: Work | None = None
     processed: int = 0
     failed: int = 0
+    take_next: bool = True
 
 
 class Turnover:
@@ -108,7 +110,7 @@ class Turnover:
         return work
 
     def _call(self, fetch: ReliableFetch, tid: str, finished: Finished) -> list[Any]:
-        taking = not (self._quiet.is_set() or self._stopping.is_set())
+        taking = finished.take_next and not (self._quiet.is_set() or self._stopping.is_set())
         order = fetch.queue_order() if taking else []  # may read the paused queues: Redis
         done = finished.acknowledge
         now = int(time.time())

@@ -1,0 +1,137 @@
+"""The pace: how many of the processor threads may hold a job at once (their lanes).
+
+The threads of one process share one GIL. When the jobs are short and the process's CPU is
+saturated, every thread beyond the few that saturate it adds nothing but hand-offs: each
+wait on Redis passes the GIL to another thread and back, and ten threads draining jobs of one
+Redis command each spend more CPU per job than two or three, for fewer jobs per second
+(README, "Performance"). So while the process is CPU-bound on short jobs, the pace closes one
+lane per window; as soon as the CPU has room again (the jobs wait on I/O, or the queues ran
+dry) it doubles the lanes, up to ``concurrency``. Jobs that cost more CPU than
+``SHORT_JOB_CPU`` each never close lanes: next to their work the hand-offs cost little, and
+fewer threads would only make jobs queue behind each other.
+
+A thread holds a lane from the moment it is handed a job until it finds no next one: the
+fetcher reserves lanes before it takes jobs for idle threads, and a thread whose turnover
+finds the lanes over the limit settles its job without taking the next. The limit is a soft
+one: threads deciding at the same moment may cross it by a few, for one turnover. Judged over
+windows of ``WINDOW`` seconds by the process's CPU clock (read once per window) and the jobs
+finished; never below ``FEWEST`` lanes (or ``concurrency``, if smaller).
+``adaptive_concurrency = False`` keeps every lane open.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger("cogworker")
+
+WINDOW = 0.1
+SATURATED = 0.9  # CPU seconds per wall second, all threads: the GIL is the limit
+ROOMY = 0.6  # below this the CPU has room for more threads
+SHORT_JOB_CPU = 0.002  # CPU seconds per job under which the hand-offs weigh on a job
+FEWEST = 2
+
+
+class Pace:
+    def __init__(
+        self,
+        concurrency: int,
+        *,
+        adaptive: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
+        self._most = concurrency
+        self._fewest = min(concurrency, FEWEST)
+        self._adaptive = adaptive
+        self._clock = clock
+        self._cpu_clock = cpu_clock
+        self._limit = concurrency
+        self._held = 0
+        self._room = threading.Condition(threading.Lock())
+        self._finished = 0  # jobs finished in this window
+        self._window_start = clock()
+        self._cpu_start = cpu_clock()
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    # -- the fetcher -------------------------------------------------------------------------
+
+    def reserve(self, wanted: int, timeout: float) -> int:
+        """Lanes for up to ``wanted`` idle threads, waiting up to ``timeout`` for one to open;
+        how many were reserved (0: none opened). Release those not handed a job."""
+        with self._room:
+            deadline = self._clock() + timeout
+            while True:
+                self._review()
+                room = min(wanted, self._limit - self._held)
+                if room > 0:
+                    self._held += room
+                    return room
+                left = deadline - self._clock()
+                if left <= 0:
+                    return 0
+                self._room.wait(min(left, WINDOW))
+
+    def release(self, count: int = 1) -> None:
+        """``count`` lanes are free again: their threads went idle (or were never handed a
+        job)."""
+        if count <= 0:
+            return
+        with self._room:
+            self._held -= count
+            self._room.notify()
+
+    # -- the processor threads -----------------------------------------------------------------
+
+    def keeps_lane(self) -> bool:
+        """May a thread that holds a lane and just finished a job take its next one?"""
+        if not self._adaptive:
+            return True
+        with self._room:
+            self._finished += 1
+            self._review()
+            return self._held <= self._limit
+
+    # -- the limit -----------------------------------------------------------------------------
+
+    def _review(self) -> None:
+        """Once per window: close a lane, open more, or leave the limit. Holds the lock."""
+        now = self._clock()
+        elapsed = now - self._window_start
+        if not self._adaptive or elapsed < WINDOW:
+            return
+        cpu = self._cpu_clock()
+        busy = (cpu - self._cpu_start) / elapsed
+        # the process's CPU per job finished: unlike a job's wall time, it doesn't grow with
+        # the time its thread spent waiting for the GIL
+        per_job = (cpu - self._cpu_start) / self._finished if self._finished else 0.0
+        short = self._finished > 0 and per_job < SHORT_JOB_CPU
+        limit = self._limit
+        if busy >= SATURATED and short:
+            limit = max(self._fewest, limit - 1)
+        elif busy < ROOMY:
+            limit = min(self._most, limit * 2)
+        if limit != self._limit:
+            logger.debug(
+                "pace: %d of %d threads may hold a job (CPU %.0f%% busy, %d jobs, %.2f ms each)",
+                limit,
+                self._most,
+                busy * 100,
+                self._finished,
+                per_job * 1000,
+            )
+            if limit > self._limit:
+                self._room.notify_all()
+            self._limit = limit
+        self._window_start, self._cpu_start = now, cpu
+        self._finished = 0

@@ -1,0 +1,218 @@
+"""The pace (``worker/pace.py``): fewer threads hold a job while short jobs saturate the CPU,
+all of them again once it has room; ``adaptive_concurrency: false`` keeps every thread busy.
+
+The rule is tested on its own with clocks the test moves; the effect in a real worker process
+through the threads its jobs ran on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from conftest import wait_for
+from runtime_support import StartWorker, Worker, cogworker_env, started_workers
+
+import cogworker
+from cogworker.worker import pace
+from cogworker.worker.pace import Pace
+
+
+class Clocks:
+    """A wall clock and a CPU clock that move only when the test says."""
+
+    def __init__(self) -> None:
+        self.wall = 100.0
+        self.cpu = 5.0
+
+    def window(self, pacer: Pace, *, busy: float, jobs: int) -> None:
+        """One window passes with the CPU ``busy`` (seconds per second) and ``jobs`` finished;
+        the last finish reviews the limit."""
+        for _ in range(jobs - 1):
+            pacer.keeps_lane()
+        elapsed = pace.WINDOW * 1.25  # a little over one window, as a real review comes
+        self.wall += elapsed
+        self.cpu += elapsed * busy
+        pacer.keeps_lane()
+
+
+def pacer_at(clocks: Clocks, concurrency: int = 10, *, adaptive: bool = True) -> Pace:
+    pacer = Pace(
+        concurrency, adaptive=adaptive, clock=lambda: clocks.wall, cpu_clock=lambda: clocks.cpu
+    )
+    assert pacer.reserve(concurrency, timeout=0) == concurrency  # every thread holds a job
+    return pacer
+
+
+def test_lanes_close_one_per_window_while_short_jobs_saturate_the_cpu() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    limits = []
+    for _ in range(10):
+        clocks.window(pacer, busy=1.05, jobs=300)  # 0.44 ms of CPU per job
+        limits.append(pacer.limit)
+    assert limits == [9, 8, 7, 6, 5, 4, 3, 2, 2, 2]
+    # ten threads still hold lanes: each that finishes now settles without taking the next
+    assert not pacer.keeps_lane()
+    pacer.release(8)  # eight of them went idle
+    assert pacer.keeps_lane()
+    assert pacer.reserve(5, timeout=0) == 0  # the fetcher feeds no idle thread
+
+
+def test_jobs_that_cost_more_cpu_keep_every_lane() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    for _ in range(5):
+        clocks.window(pacer, busy=1.0, jobs=50)  # 2.5 ms of CPU per job
+    assert pacer.limit == 10
+    assert pacer.keeps_lane()
+
+
+def test_lanes_reopen_doubling_as_soon_as_the_cpu_has_room() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    for _ in range(8):
+        clocks.window(pacer, busy=1.0, jobs=300)
+    assert pacer.limit == 2
+    pacer.release(8)
+    limits = []
+    for _ in range(3):
+        clocks.window(pacer, busy=0.3, jobs=20)  # the jobs now wait on I/O
+        limits.append(pacer.limit)
+    assert limits == [4, 8, 10]
+    assert pacer.reserve(10, timeout=0) == 8
+
+
+def test_between_saturated_and_roomy_the_limit_holds() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    for _ in range(3):
+        clocks.window(pacer, busy=1.0, jobs=300)
+    for _ in range(5):
+        clocks.window(pacer, busy=0.75, jobs=300)
+    assert pacer.limit == 7
+
+
+def test_the_limit_never_goes_below_two_lanes_nor_below_the_concurrency() -> None:
+    clocks = Clocks()
+    one = pacer_at(clocks, concurrency=1)
+    for _ in range(5):
+        clocks.window(one, busy=1.0, jobs=300)
+    assert one.limit == 1
+    assert one.keeps_lane()
+
+
+def test_without_adaptive_concurrency_every_lane_stays_open() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks, adaptive=False)
+    for _ in range(10):
+        clocks.window(pacer, busy=1.05, jobs=300)
+        assert pacer.keeps_lane()
+    assert pacer.limit == 10
+
+
+def test_the_fetcher_waits_for_a_lane_and_gets_none_when_the_wait_ends() -> None:
+    pacer = Pace(2)
+    assert pacer.reserve(3, timeout=0) == 2
+    assert pacer.reserve(1, timeout=0.05) == 0
+    got: list[int] = []
+    waiting = threading.Thread(target=lambda: got.append(pacer.reserve(1, timeout=30)))
+    waiting.start()
+    pacer.release()
+    waiting.join(30)
+    assert got == [1]
+    assert pacer.held == 2
+
+
+# -- in a real worker --------------------------------------------------------------------------
+
+JOBS_MODULE = '''
+import threading
+import time
+
+import cogworker
+
+
+class ShortJob(cogworker.Job):
+    """A third of a millisecond of Python, then one Redis command: the thread it ran on."""
+
+    name = "Test::Short"
+
+    def perform(self):
+        until = time.perf_counter() + 0.0003
+        while time.perf_counter() < until:
+            pass
+        name = threading.current_thread().name
+        cogworker.default_config().redis().rpush("test:threads", name)
+
+
+class WaitingJob(cogworker.Job):
+    """Counts itself started, then waits (no CPU) until test:go is set."""
+
+    name = "Test::Waiting"
+
+    def perform(self):
+        client = cogworker.default_config().redis()
+        client.incr("test:waiting")
+        deadline = time.monotonic() + 60
+        while not client.exists("test:go") and time.monotonic() < deadline:
+            time.sleep(0.02)
+'''
+
+FLOOD = 4000
+TAIL = 1000
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, redis_url: str) -> Iterator[StartWorker]:
+    (tmp_path / "pace_jobs.py").write_text(JOBS_MODULE)
+    with started_workers(tmp_path) as workers:
+
+        def start(settings: str) -> Worker:
+            config = tmp_path / f"worker-{len(workers.started)}.yml"
+            config.write_text(f"concurrency: 10\nlog_level: DEBUG\n{settings}")
+            args = ["run", "-r", "pace_jobs", "-C", str(config)]
+            return workers.start(args, cogworker_env(redis_url))
+
+        yield start
+
+
+def flood(config: cogworker.Config, r: redis.Redis, worker: Worker) -> list[str]:
+    """Run FLOOD short jobs; the threads the last TAIL of them ran on."""
+    client = cogworker.Client(config)
+    client.push_bulk({"class": "Test::Short", "args": []} for _ in range(FLOOD))
+    wait_for(lambda: worker.alive() and r.llen("test:threads") >= FLOOD, timeout=120)
+    assert r.llen("test:threads") == FLOOD  # nothing lost, nothing run twice
+    return list(r.lrange("test:threads", -TAIL, -1))
+
+
+def test_short_jobs_run_on_fewer_threads_and_waiting_jobs_get_them_all_back(
+    start_worker: StartWorker, config: cogworker.Config, r: redis.Redis
+) -> None:
+    worker = start_worker("")
+    worker.wait_output("started")
+    tail = flood(config, r, worker)
+    # the CPU is saturated from the start: one lane closes per window down to two (a thread
+    # or two more may finish a job each while the limit is crossed)
+    assert len(set(tail)) <= 3, sorted(set(tail))
+    assert "pace: 2 of 10 threads may hold a job" in worker.output()
+    # jobs that wait get every thread again: the CPU idles, the lanes double back
+    client = cogworker.Client(config)
+    client.push_bulk({"class": "Test::Waiting", "args": []} for _ in range(10))
+    wait_for(lambda: int(r.get("test:waiting") or 0) == 10, timeout=20)
+    r.set("test:go", 1)
+    assert worker.stop() == 0
+
+
+def test_without_adaptive_concurrency_short_jobs_keep_every_thread(
+    start_worker: StartWorker, config: cogworker.Config, r: redis.Redis
+) -> None:
+    worker = start_worker("adaptive_concurrency: false\n")
+    worker.wait_output("started")
+    tail = flood(config, r, worker)
+    assert len(set(tail)) >= 8, sorted(set(tail))
+    assert "pace:" not in worker.output()
+    assert worker.stop() == 0
