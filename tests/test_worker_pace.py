@@ -71,6 +71,22 @@ def test_jobs_that_cost_more_cpu_keep_every_lane() -> None:
     assert pacer.keeps_lane()
 
 
+def test_lanes_reopen_when_the_jobs_cost_more_cpu_or_none_finishes() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    for _ in range(8):
+        clocks.window(pacer, busy=1.0, jobs=300)
+    assert pacer.limit == 2
+    clocks.window(pacer, busy=1.0, jobs=25)  # 5 ms of CPU per job: give the threads back
+    assert pacer.limit == 4
+    # long jobs hold the lanes and nothing finishes: the fetcher, waiting for a lane for an
+    # idle thread, reviews the limit
+    clocks.wall += pace.WINDOW * 1.25
+    clocks.cpu += pace.WINDOW * 1.25
+    assert pacer.reserve(1, timeout=0) == 0  # all ten threads still hold theirs
+    assert pacer.limit == 8
+
+
 def test_lanes_reopen_doubling_as_soon_as_the_cpu_has_room() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)

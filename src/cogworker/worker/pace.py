@@ -7,8 +7,8 @@ Redis command each spend more CPU per job than two or three, for fewer jobs per 
 (README, "Performance"). So while the process is CPU-bound on short jobs, the pace closes one
 lane per window; as soon as the CPU has room again (the jobs wait on I/O, or the queues ran
 dry) it doubles the lanes, up to ``concurrency``. Jobs that cost more CPU than
-``SHORT_JOB_CPU`` each never close lanes: next to their work the hand-offs cost little, and
-fewer threads would only make jobs queue behind each other.
+``SHORT_JOB_CPU`` each (or none finishing in a window) reopen them the same way: next to their
+work the hand-offs cost little, and fewer threads would only make jobs queue behind each other.
 
 A thread holds a lane from the moment it is handed a job until it finds no next one: the
 fetcher reserves lanes before it takes jobs for idle threads, and a thread whose turnover
@@ -119,7 +119,7 @@ class Pace:
         limit = self._limit
         if busy >= SATURATED and short:
             limit = max(self._fewest, limit - 1)
-        elif busy < ROOMY:
+        elif busy < ROOMY or not short:  # room, or jobs that need their threads back
             limit = min(self._most, limit * 2)
         if limit != self._limit:
             logger.debug(
