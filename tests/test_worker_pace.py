@@ -32,11 +32,12 @@ class Clocks:
         """One window passes with the CPU ``busy`` (seconds per second) and ``jobs`` finished;
         the last finish reviews the limit."""
         for _ in range(jobs - 1):
-            pacer.keeps_lane()
+            pacer.starting("short")
+            pacer.keeps_lane("short")
         elapsed = pace.WINDOW * 1.25  # a little over one window, as a real review comes
         self.wall += elapsed
         self.cpu += elapsed * busy
-        pacer.keeps_lane()
+        pacer.keeps_lane("short")
 
 
 def pacer_at(clocks: Clocks, concurrency: int = 10, *, adaptive: bool = True) -> Pace:
@@ -47,19 +48,33 @@ def pacer_at(clocks: Clocks, concurrency: int = 10, *, adaptive: bool = True) ->
     return pacer
 
 
-def test_lanes_close_one_per_window_while_short_jobs_saturate_the_cpu() -> None:
+def test_lanes_halve_every_window_while_short_jobs_saturate_the_cpu() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
     limits = []
-    for _ in range(10):
+    for _ in range(5):
         clocks.window(pacer, busy=1.05, jobs=300)  # 0.44 ms of CPU per job
         limits.append(pacer.limit)
-    assert limits == [9, 8, 7, 6, 5, 4, 3, 2, 2, 2]
+    assert limits == [5, 2, 1, 1, 1]
     # ten threads still hold lanes: each that finishes now settles without taking the next
-    assert not pacer.keeps_lane()
-    pacer.release(8)  # eight of them went idle
-    assert pacer.keeps_lane()
+    assert not pacer.keeps_lane("short")
+    pacer.release(9)  # nine of them went idle
+    assert pacer.keeps_lane("short")
     assert pacer.reserve(5, timeout=0) == 0  # the fetcher feeds no idle thread
+
+
+def test_a_long_job_keeps_its_lane_and_one_more_for_the_others() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    pacer.starting("long")
+    limits = []
+    for _ in range(4):
+        clocks.window(pacer, busy=1.05, jobs=300)  # short jobs beside it
+        limits.append(pacer.limit)
+    assert limits == [5, 2, 2, 2]
+    pacer.keeps_lane("long")  # it ended: the short jobs may take its lane too
+    clocks.window(pacer, busy=1.05, jobs=300)
+    assert pacer.limit == 1
 
 
 def test_jobs_that_cost_more_cpu_keep_every_lane() -> None:
@@ -68,16 +83,18 @@ def test_jobs_that_cost_more_cpu_keep_every_lane() -> None:
     for _ in range(5):
         clocks.window(pacer, busy=1.0, jobs=50)  # 2.5 ms of CPU per job
     assert pacer.limit == 10
-    assert pacer.keeps_lane()
+    assert pacer.keeps_lane("short")
 
 
 def test_lanes_reopen_when_the_jobs_cost_more_cpu_or_none_finishes() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
-    for _ in range(8):
+    for _ in range(3):
         clocks.window(pacer, busy=1.0, jobs=300)
-    assert pacer.limit == 2
+    assert pacer.limit == 1
     clocks.window(pacer, busy=1.0, jobs=25)  # 5 ms of CPU per job: give the threads back
+    assert pacer.limit == 2
+    clocks.window(pacer, busy=1.0, jobs=25)
     assert pacer.limit == 4
     # long jobs hold the lanes and nothing finishes: the fetcher, waiting for a lane for an
     # idle thread, reviews the limit
@@ -90,35 +107,34 @@ def test_lanes_reopen_when_the_jobs_cost_more_cpu_or_none_finishes() -> None:
 def test_lanes_reopen_doubling_as_soon_as_the_cpu_has_room() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
-    for _ in range(8):
-        clocks.window(pacer, busy=1.0, jobs=300)
-    assert pacer.limit == 2
-    pacer.release(8)
-    limits = []
     for _ in range(3):
+        clocks.window(pacer, busy=1.0, jobs=300)
+    assert pacer.limit == 1
+    pacer.release(9)
+    limits = []
+    for _ in range(4):
         clocks.window(pacer, busy=0.3, jobs=20)  # the jobs now wait on I/O
         limits.append(pacer.limit)
-    assert limits == [4, 8, 10]
-    assert pacer.reserve(10, timeout=0) == 8
+    assert limits == [2, 4, 8, 10]
+    assert pacer.reserve(10, timeout=0) == 9
 
 
 def test_between_saturated_and_roomy_the_limit_holds() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
-    for _ in range(3):
-        clocks.window(pacer, busy=1.0, jobs=300)
+    clocks.window(pacer, busy=1.0, jobs=300)
     for _ in range(5):
-        clocks.window(pacer, busy=0.75, jobs=300)
-    assert pacer.limit == 7
+        clocks.window(pacer, busy=0.6, jobs=300)
+    assert pacer.limit == 5
 
 
-def test_the_limit_never_goes_below_two_lanes_nor_below_the_concurrency() -> None:
+def test_one_lane_always_stays_open() -> None:
     clocks = Clocks()
     one = pacer_at(clocks, concurrency=1)
     for _ in range(5):
         clocks.window(one, busy=1.0, jobs=300)
     assert one.limit == 1
-    assert one.keeps_lane()
+    assert one.keeps_lane("short")
 
 
 def test_without_adaptive_concurrency_every_lane_stays_open() -> None:
@@ -126,7 +142,7 @@ def test_without_adaptive_concurrency_every_lane_stays_open() -> None:
     pacer = pacer_at(clocks, adaptive=False)
     for _ in range(10):
         clocks.window(pacer, busy=1.05, jobs=300)
-        assert pacer.keeps_lane()
+        assert pacer.keeps_lane("short")
     assert pacer.limit == 10
 
 
@@ -211,10 +227,10 @@ def test_short_jobs_run_on_fewer_threads_and_waiting_jobs_get_them_all_back(
     worker = start_worker("")
     worker.wait_output("started")
     tail = flood(config, r, worker)
-    # the CPU is saturated from the start: one lane closes per window down to two (a thread
-    # or two more may finish a job each while the limit is crossed)
+    # the CPU is saturated from the start: the lanes halve every window, down to one or two
+    # (a thread or two more may finish a job each while the limit is crossed)
     assert len(set(tail)) <= 3, sorted(set(tail))
-    assert "pace: 2 of 10 threads may hold a job" in worker.output()
+    assert "pace: 5 of 10 threads may hold a job" in worker.output()
     # jobs that wait get every thread again: the CPU idles, the lanes double back
     client = cogworker.Client(config)
     client.push_bulk({"class": "Test::Waiting", "args": []} for _ in range(10))

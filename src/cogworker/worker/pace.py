@@ -4,9 +4,9 @@ The threads of one process share one GIL. When the jobs are short and the proces
 saturated, every thread beyond the few that saturate it adds nothing but hand-offs: each
 wait on Redis passes the GIL to another thread and back, and ten threads draining jobs of one
 Redis command each spend more CPU per job than two or three, for fewer jobs per second
-(README, "Performance"). So while the process is CPU-bound on short jobs, the pace closes one
-lane per window; as soon as the CPU has room again (the jobs wait on I/O, or the queues ran
-dry) it doubles the lanes, up to ``concurrency``. Jobs that cost more CPU than
+(README, "Performance"). So while the process is CPU-bound on short jobs, the pace halves the
+lanes every window; as soon as the CPU has room again (the jobs wait on I/O, or the queues ran
+dry) it doubles them, up to ``concurrency``. Jobs that cost more CPU than
 ``SHORT_JOB_CPU`` each (or none finishing in a window) reopen them the same way: next to their
 work the hand-offs cost little, and fewer threads would only make jobs queue behind each other.
 
@@ -15,7 +15,8 @@ fetcher reserves lanes before it takes jobs for idle threads, and a thread whose
 finds the lanes over the limit settles its job without taking the next. The limit is a soft
 one: threads deciding at the same moment may cross it by a few, for one turnover. Judged over
 windows of ``WINDOW`` seconds by the process's CPU clock (read once per window) and the jobs
-finished; never below ``FEWEST`` lanes (or ``concurrency``, if smaller).
+finished. The limit never closes the lanes of jobs that have run a window or longer, and keeps
+one more beside them: a long job never holds the only lane while others wait.
 ``adaptive_concurrency = False`` keeps every lane open.
 """
 
@@ -30,9 +31,10 @@ logger = logging.getLogger("cogworker")
 
 WINDOW = 0.1
 SATURATED = 0.9  # CPU seconds per wall second, all threads: the GIL is the limit
-ROOMY = 0.6  # below this the CPU has room for more threads
+# below this the CPU has room for more threads: one thread whose jobs wait on Redis about half
+# of the time keeps it about half busy, and a second thread would mostly add hand-offs
+ROOMY = 0.45
 SHORT_JOB_CPU = 0.002  # CPU seconds per job under which the hand-offs weigh on a job
-FEWEST = 2
 
 
 class Pace:
@@ -45,7 +47,6 @@ class Pace:
         cpu_clock: Callable[[], float] = time.process_time,
     ) -> None:
         self._most = concurrency
-        self._fewest = min(concurrency, FEWEST)
         self._adaptive = adaptive
         self._clock = clock
         self._cpu_clock = cpu_clock
@@ -53,6 +54,7 @@ class Pace:
         self._held = 0
         self._room = threading.Condition(threading.Lock())
         self._finished = 0  # jobs finished in this window
+        self._running: dict[str, float] = {}  # thread id -> when its job started
         self._window_start = clock()
         self._cpu_start = cpu_clock()
 
@@ -93,11 +95,19 @@ class Pace:
 
     # -- the processor threads -----------------------------------------------------------------
 
-    def keeps_lane(self) -> bool:
-        """May a thread that holds a lane and just finished a job take its next one?"""
+    def starting(self, tid: str) -> None:
+        """Thread ``tid`` starts running a job."""
+        if self._adaptive:
+            with self._room:
+                self._running[tid] = self._clock()
+
+    def keeps_lane(self, tid: str) -> bool:
+        """May thread ``tid``, which holds a lane and just finished a job (or gave it back),
+        take its next one?"""
         if not self._adaptive:
             return True
         with self._room:
+            self._running.pop(tid, None)
             self._finished += 1
             self._review()
             return self._held <= self._limit
@@ -105,7 +115,7 @@ class Pace:
     # -- the limit -----------------------------------------------------------------------------
 
     def _review(self) -> None:
-        """Once per window: close a lane, open more, or leave the limit. Holds the lock."""
+        """Once per window: close lanes, open more, or leave the limit. Holds the lock."""
         now = self._clock()
         elapsed = now - self._window_start
         if not self._adaptive or elapsed < WINDOW:
@@ -118,9 +128,11 @@ class Pace:
         short = self._finished > 0 and per_job < SHORT_JOB_CPU
         limit = self._limit
         if busy >= SATURATED and short:
-            limit = max(self._fewest, limit - 1)
+            limit //= 2
         elif busy < ROOMY or not short:  # room, or jobs that need their threads back
-            limit = min(self._most, limit * 2)
+            limit *= 2
+        long_running = sum(1 for since in self._running.values() if now - since >= WINDOW)
+        limit = max(min(limit, self._most), min(long_running + 1, self._most))
         if limit != self._limit:
             logger.debug(
                 "pace: %d of %d threads may hold a job (CPU %.0f%% busy, %d jobs, %.2f ms each)",

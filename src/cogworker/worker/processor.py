@@ -135,7 +135,7 @@ class Processor:
             acknowledge=self._settler.finish(work, outcome),
             processed=int(ran and outcome.error is None),
             failed=int(ran and outcome.error is not None),
-            take_next=self._pace.keeps_lane(),
+            take_next=self._pace.keeps_lane(self.tid),
         )
         return self._turnover.next_job(self.tid, finished)
 
@@ -150,6 +150,7 @@ class Processor:
             entry = wire.workers_entry(work.queue, work.raw, int(time.time()))
             self._bookkeeper.register(self.tid, entry)
         logger.info("start: %s jid=%s", job["class"], work.jid)
+        self._pace.starting(self.tid)
         started = time.monotonic()
         error = self._run_job(work, outcome)
         seconds = time.monotonic() - started
