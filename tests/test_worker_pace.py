@@ -48,6 +48,13 @@ def pacer_at(clocks: Clocks, concurrency: int = 10, *, adaptive: bool = True) ->
     return pacer
 
 
+def saturated(clocks: Clocks, pacer: Pace) -> None:
+    """Short jobs saturate the CPU until one lane is left."""
+    for _ in range(3):
+        clocks.window(pacer, busy=1.0, jobs=300)
+    assert pacer.limit == 1
+
+
 def test_lanes_halve_every_window_while_short_jobs_saturate_the_cpu() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
@@ -58,7 +65,8 @@ def test_lanes_halve_every_window_while_short_jobs_saturate_the_cpu() -> None:
     assert limits == [5, 2, 1, 1, 1]
     # ten threads still hold lanes: each that finishes now settles without taking the next
     assert not pacer.keeps_lane("short")
-    pacer.release(9)  # nine of them went idle
+    for _ in range(9):  # nine of them went idle
+        pacer.idle("short")
     assert pacer.keeps_lane("short")
     assert pacer.reserve(5, timeout=0) == 0  # the fetcher feeds no idle thread
 
@@ -77,6 +85,14 @@ def test_a_long_job_keeps_its_lane_and_one_more_for_the_others() -> None:
     assert pacer.limit == 1
 
 
+def test_a_thread_gone_idle_after_a_failed_run_is_not_counted_as_running() -> None:
+    clocks = Clocks()
+    pacer = pacer_at(clocks)
+    pacer.starting("buggy")  # its processing raised: no turnover, straight to idle
+    pacer.idle("buggy")
+    saturated(clocks, pacer)
+
+
 def test_jobs_that_cost_more_cpu_keep_every_lane() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
@@ -89,9 +105,7 @@ def test_jobs_that_cost_more_cpu_keep_every_lane() -> None:
 def test_lanes_reopen_when_the_jobs_cost_more_cpu_or_none_finishes() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
-    for _ in range(3):
-        clocks.window(pacer, busy=1.0, jobs=300)
-    assert pacer.limit == 1
+    saturated(clocks, pacer)
     clocks.window(pacer, busy=1.0, jobs=25)  # 5 ms of CPU per job: give the threads back
     assert pacer.limit == 2
     clocks.window(pacer, busy=1.0, jobs=25)
@@ -107,10 +121,9 @@ def test_lanes_reopen_when_the_jobs_cost_more_cpu_or_none_finishes() -> None:
 def test_lanes_reopen_doubling_as_soon_as_the_cpu_has_room() -> None:
     clocks = Clocks()
     pacer = pacer_at(clocks)
-    for _ in range(3):
-        clocks.window(pacer, busy=1.0, jobs=300)
-    assert pacer.limit == 1
-    pacer.release(9)
+    saturated(clocks, pacer)
+    for _ in range(9):
+        pacer.idle("short")
     limits = []
     for _ in range(4):
         clocks.window(pacer, busy=0.3, jobs=20)  # the jobs now wait on I/O
@@ -153,7 +166,7 @@ def test_the_fetcher_waits_for_a_lane_and_gets_none_when_the_wait_ends() -> None
     got: list[int] = []
     waiting = threading.Thread(target=lambda: got.append(pacer.reserve(1, timeout=30)))
     waiting.start()
-    pacer.release()
+    pacer.idle("first")
     waiting.join(30)
     assert got == [1]
     assert pacer.held == 2
@@ -212,21 +225,24 @@ def start_worker(tmp_path: Path, redis_url: str) -> Iterator[StartWorker]:
         yield start
 
 
-def flood(config: cogworker.Config, r: redis.Redis, worker: Worker) -> list[str]:
-    """Run FLOOD short jobs; the threads the last TAIL of them ran on."""
+def flood(
+    start_worker: StartWorker, settings: str, config: cogworker.Config, r: redis.Redis
+) -> tuple[Worker, list[str]]:
+    """A worker with ``settings`` runs FLOOD short jobs; it, and the threads the last TAIL of
+    them ran on."""
+    worker = start_worker(settings)
+    worker.wait_output("started")
     client = cogworker.Client(config)
     client.push_bulk({"class": "Test::Short", "args": []} for _ in range(FLOOD))
     wait_for(lambda: worker.alive() and r.llen("test:threads") >= FLOOD, timeout=120)
     assert r.llen("test:threads") == FLOOD  # nothing lost, nothing run twice
-    return list(r.lrange("test:threads", -TAIL, -1))
+    return worker, list(r.lrange("test:threads", -TAIL, -1))
 
 
 def test_short_jobs_run_on_fewer_threads_and_waiting_jobs_get_them_all_back(
     start_worker: StartWorker, config: cogworker.Config, r: redis.Redis
 ) -> None:
-    worker = start_worker("")
-    worker.wait_output("started")
-    tail = flood(config, r, worker)
+    worker, tail = flood(start_worker, "", config, r)
     # the CPU is saturated from the start: the lanes halve every window, down to one or two
     # (a thread or two more may finish a job each while the limit is crossed)
     assert len(set(tail)) <= 3, sorted(set(tail))
@@ -242,9 +258,7 @@ def test_short_jobs_run_on_fewer_threads_and_waiting_jobs_get_them_all_back(
 def test_without_adaptive_concurrency_short_jobs_keep_every_thread(
     start_worker: StartWorker, config: cogworker.Config, r: redis.Redis
 ) -> None:
-    worker = start_worker("adaptive_concurrency: false\n")
-    worker.wait_output("started")
-    tail = flood(config, r, worker)
+    worker, tail = flood(start_worker, "adaptive_concurrency: false\n", config, r)
     assert len(set(tail)) >= 8, sorted(set(tail))
     assert "pace:" not in worker.output()
     assert worker.stop() == 0

@@ -1,14 +1,14 @@
 """The pace: how many of the processor threads may hold a job at once (their lanes).
 
 The threads of one process share one GIL. When the jobs are short and the process's CPU is
-saturated, every thread beyond the few that saturate it adds nothing but hand-offs: each
-wait on Redis passes the GIL to another thread and back, and ten threads draining jobs of one
-Redis command each spend more CPU per job than two or three, for fewer jobs per second
-(README, "Performance"). So while the process is CPU-bound on short jobs, the pace halves the
+saturated, every thread beyond the few that saturate it adds nothing but hand-offs: each wait on
+Redis passes the GIL to another thread and back, and ten threads draining jobs of one Redis
+command each spend more CPU per job than one thread (443 us against 258 in the README's peers
+table) and drain no faster. So while the process is CPU-bound on short jobs, the pace halves the
 lanes every window; as soon as the CPU has room again (the jobs wait on I/O, or the queues ran
-dry) it doubles them, up to ``concurrency``. Jobs that cost more CPU than
-``SHORT_JOB_CPU`` each (or none finishing in a window) reopen them the same way: next to their
-work the hand-offs cost little, and fewer threads would only make jobs queue behind each other.
+dry) it doubles them, up to ``concurrency``. Jobs that cost more CPU than ``SHORT_JOB_CPU`` each
+(or none finishing in a window) reopen them the same way: next to their work the hand-offs cost
+little, and fewer threads would only make jobs queue behind each other.
 
 A thread holds a lane from the moment it is handed a job until it finds no next one: the
 fetcher reserves lanes before it takes jobs for idle threads, and a thread whose turnover
@@ -38,6 +38,9 @@ SHORT_JOB_CPU = 0.002  # CPU seconds per job under which the hand-offs weigh on 
 
 
 class Pace:
+    """The lanes of one worker process: reserved by the fetcher, kept or given up by the
+    processor threads at each turnover. Thread-safe; it does no I/O."""
+
     def __init__(
         self,
         concurrency: int,
@@ -84,9 +87,8 @@ class Pace:
                     return 0
                 self._room.wait(min(left, WINDOW))
 
-    def release(self, count: int = 1) -> None:
-        """``count`` lanes are free again: their threads went idle (or were never handed a
-        job)."""
+    def release(self, count: int) -> None:
+        """``count`` of the lanes reserved are free again: no job came for them."""
         if count <= 0:
             return
         with self._room:
@@ -100,6 +102,13 @@ class Pace:
         if self._adaptive:
             with self._room:
                 self._running[tid] = self._clock()
+
+    def idle(self, tid: str) -> None:
+        """Thread ``tid`` found no next job (or its lane closed): its lane is free."""
+        with self._room:
+            self._running.pop(tid, None)  # a job whose run ended in a bug: it isn't running
+            self._held -= 1
+            self._room.notify()
 
     def keeps_lane(self, tid: str) -> bool:
         """May thread ``tid``, which holds a lane and just finished a job (or gave it back),
@@ -115,7 +124,8 @@ class Pace:
     # -- the limit -----------------------------------------------------------------------------
 
     def _review(self) -> None:
-        """Once per window: close lanes, open more, or leave the limit. Holds the lock."""
+        """Once per window: close lanes, open more, or leave the limit. Called with the lock
+        held."""
         now = self._clock()
         elapsed = now - self._window_start
         if not self._adaptive or elapsed < WINDOW:

@@ -98,7 +98,7 @@ class Processor:
                     time.sleep(ERROR_BACKOFF)
                     work = None
                 if work is None:
-                    self._pace.release()  # idle: the lane the fetcher reserved is free
+                    self._pace.idle(self.tid)  # its lane is free for another thread
         finally:
             self._turnover.close_thread()
             if self._loop is not None:
