@@ -499,6 +499,35 @@ def test_a_failing_first_fetch_does_not_kill_the_worker(
         release(cfg)
 
 
+def test_a_bug_in_processing_leaves_the_single_thread_its_lane(
+    redis_url: str, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failure mode 14 with the pace: the thread that raised goes idle through its error
+    path, and its lane (the only one at concurrency 1) must come back with it."""
+    cfg = private_config(redis_url, concurrency=1, shutdown_timeout=2.0)
+    manager = Manager(cfg, new_identity())
+    real_finish = manager.settler.finish
+    calls: list[int] = []
+
+    def finish_raising_once(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug after the run")
+        return real_finish(*args)
+
+    monkeypatch.setattr(manager.settler, "finish", finish_raising_once)
+    try:
+        with running(manager):
+            cogworker.Client(cfg).enqueue(OkJob, "first")
+            wait_for(lambda: RUNS == ["first"])
+            cogworker.Client(cfg).enqueue(OkJob, "second")
+            wait_for(lambda: RUNS == ["first", "second"], timeout=15)
+            assert manager.pace.held <= 1
+        assert THREADS == ["processor-0", "processor-0"]
+    finally:
+        release(cfg)
+
+
 # -- shutdown ---------------------------------------------------------------------------------
 
 

@@ -17,8 +17,8 @@ import time
 
 from cogworker import redis_errors
 from cogworker.fetch import UnsupportedError, Work
-from cogworker.worker import pace
 from cogworker.worker.ledger import Ledger
+from cogworker.worker.pace import WINDOW, Pace
 from cogworker.worker.processor import Mailbox
 from cogworker.worker.settle import Settler
 from cogworker.worker.strategy import FetchStrategy
@@ -39,12 +39,12 @@ class Fetcher:
         strategy: FetchStrategy,
         ledger: Ledger,
         settler: Settler,
-        lanes: pace.Pace,
+        pace: Pace,
         stopping: threading.Event,
         quiet: threading.Event,
     ) -> None:
         self._strategy = strategy
-        self._lanes = lanes
+        self._pace = pace
         self._ledger = ledger
         self._settler = settler
         self._stopping = stopping
@@ -129,16 +129,16 @@ class Fetcher:
     def _hand_out(self, idle: list[Mailbox]) -> None:
         if not idle:
             return
-        room = self._lanes.reserve(len(idle), timeout=pace.WINDOW)
+        room = self._pace.reserve(len(idle), timeout=WINDOW)
         if not room:  # every open lane is busy: look at the inbox again, then wait again
             return
         works = self._retrieve(room)
         if self._quiet.is_set():
             for work in works:  # quieted or stopping while we waited: don't start them
                 self._settler.give_back(work)
-            self._lanes.release(room)
+            self._pace.release(room)
             return
-        self._lanes.release(room - len(works))
+        self._pace.release(room - len(works))
         for work in works:
             self._ledger.taken(work)
             idle.pop().put(work)
