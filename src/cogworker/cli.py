@@ -238,6 +238,9 @@ def _setup_logs(config: Config, logfile: str | None) -> None:
 def run_worker(flags: WorkerFlags, *, child: Child | None = None) -> None:
     """Boot a worker in this process; ``child`` when it is a swarm's child."""
     supervised = child is not None
+    from cogworker.worker.malloc_arenas import cap_malloc_arenas
+
+    cap_malloc_arenas()  # before the app or the worker starts a thread
     config, extras = build_config(flags)
     set_default_config(config)
     if not supervised:
