@@ -3,8 +3,9 @@
 glibc gives each new thread that calls malloc an arena of its own, up to eight per core, and
 each arena keeps the memory freed into it. A worker's processor threads allocate in turn (the
 GIL lets one run Python at a time), so the extra arenas buy no speed and cost resident memory:
-measured on a ten-thread drain, about 1.4 MB more than with two arenas. The worker caps them
-at two, as ``MALLOC_ARENA_MAX=2`` (the value often recommended for threaded servers) would.
+measured on a ten-thread drain with hiredis, about 1.1 MB more than with two arenas. The worker
+caps them at two, as ``MALLOC_ARENA_MAX=2`` (the value often recommended for threaded servers)
+would.
 
 A ``MALLOC_ARENA_MAX`` in the environment wins: glibc has read it before Python started, and
 the worker leaves it alone. Other C libraries (musl, macOS) have no such knob and are left as
