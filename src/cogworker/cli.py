@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import redis
 
-from cogworker import __version__, admin_cli, config_file, logs, proctitle, registry
+from cogworker import __version__, admin_cli, logs, proctitle, registry
 from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
@@ -173,7 +173,11 @@ def build_config(flags: WorkerFlags) -> tuple[Config, dict[str, Any]]:
     config = Config(environment=env)  # validates it before it is exported
     for name in ENV_NAMES:  # before the config file, whose ${VAR}s may read them
         os.environ[name] = env
-    extras = config_file.apply(config, flags.config_path) if flags.config_path else {}
+    extras: dict[str, Any] = {}
+    if flags.config_path:
+        from cogworker import config_file  # with PyYAML (about 1 MB): only when there is a file
+
+        extras = config_file.apply(config, flags.config_path)
     config.server = True
     given: dict[str, Any] = {
         "concurrency": flags.concurrency,

@@ -7,10 +7,13 @@ is ``default_config().periodic.register(...)``; see ``entries.PeriodicSchedule.r
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from cogworker.periodic.cron import CronError, Schedule
 from cogworker.periodic.entries import Entry, PeriodicError, PeriodicSchedule
+
+if TYPE_CHECKING:
+    from cogworker.periodic.cron import CronError, Schedule
 
 __all__ = ["CronError", "Entry", "PeriodicError", "PeriodicSchedule", "Schedule", "register"]
 
@@ -20,3 +23,10 @@ def register(cron: str, job: Any, **options: Any) -> Entry:
     from cogworker.config import default_config
 
     return default_config().periodic.register(cron, job, **options)
+
+
+def __getattr__(name: str) -> Any:
+    # the cron parser is imported on first use, as entries.py does (see Entry.__post_init__)
+    if name in ("CronError", "Schedule"):
+        return getattr(importlib.import_module("cogworker.periodic.cron"), name)
+    raise AttributeError(f"module 'cogworker.periodic' has no attribute {name!r}")

@@ -21,14 +21,15 @@ an extra key of the entry's schedule JSON, which Ruby ignores.
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cogworker import registry, wire
-from cogworker.periodic.cron import CronError, Schedule
+
+if TYPE_CHECKING:
+    from cogworker.periodic.cron import Schedule
 
 DEFAULT_QUEUE = "default"
 ENTRY_KEYS = frozenset({"cron", "job", "args", "queue", "retry", "unique", "tz", "external"})
@@ -51,6 +52,10 @@ class Entry:
     pjid: str = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
+        # the cron parser (cronsim, zoneinfo: about 0.4 MB) loads with the first entry, so a
+        # process that registers none, as most workers and every web app, never holds it
+        from cogworker.periodic.cron import Schedule
+
         object.__setattr__(self, "schedule", Schedule(self.cron))
         text = f"{self.cron}|{self.job}|{wire.dumps(self.args)}"
         object.__setattr__(self, "pjid", hashlib.sha1(text.encode("utf-8")).hexdigest())
@@ -109,6 +114,13 @@ def _checked_args(args: Any, name: str) -> list[Any]:
     return checked
 
 
+def _nearest(key: str) -> str:
+    import difflib  # only to word an error: most processes never need it
+
+    nearest = difflib.get_close_matches(key, sorted(ENTRY_KEYS), n=1)
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
 class PeriodicSchedule:
     """The cron entries of one config. ``replace`` makes the published schedule hold exactly
     this process's entries (older ones are removed at boot) instead of adding to it."""
@@ -156,7 +168,7 @@ class PeriodicSchedule:
                 f"{label}: unknown job (define it before registering, or pass external=True "
                 "if only other workers run it)"
             ) from None
-        except (CronError, ValueError, TypeError) as error:
+        except (ValueError, TypeError) as error:  # CronError is a ValueError
             raise PeriodicError(f"{label}: {error}") from None
         if any(existing.pjid == entry.pjid for existing in self.entries):
             raise PeriodicError(f"{label}: registered twice")
@@ -176,10 +188,9 @@ class PeriodicSchedule:
             if not isinstance(item, Mapping) or "cron" not in item or "job" not in item:
                 raise PeriodicError(f"periodic entry {index}: needs at least 'cron' and 'job'")
             label = f"periodic entry {index} ({item['cron']!r})"
-            for key in sorted(map(str, set(item) - ENTRY_KEYS)):
-                nearest = difflib.get_close_matches(key, sorted(ENTRY_KEYS), n=1)
-                hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
-                raise PeriodicError(f"{label}: unknown key {key!r}{hint}")
+            unknown = sorted(map(str, set(item) - ENTRY_KEYS))
+            if unknown:
+                raise PeriodicError(f"{label}: unknown key {unknown[0]!r}{_nearest(unknown[0])}")
             external = item.get("external", False)
             if not isinstance(external, bool):
                 raise PeriodicError(f"{label}: external must be true or false, got {external!r}")
