@@ -22,9 +22,15 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.connection import PythonRespSerializer
 from redis.retry import Retry
 
+try:  # redis-py 8
+    from redis.driver_info import DriverInfo
+except ImportError:  # older releases read their version once, at import
+    DriverInfo = None  # type: ignore[assignment,misc]
+
 DEFAULT_URL = "redis://localhost:6379/0"
 LOSSLESS_DECODING = "surrogateescape"
 
+_DRIVER_INFO = DriverInfo(lib_version=redis.__version__) if DriverInfo is not None else None
 _CONNECT_RETRY = Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3)
 
 
@@ -116,6 +122,10 @@ def connect(
         connection_class = SSLConnection
     else:
         connection_class = TCPConnection
+    if DriverInfo is not None and "driver_info" not in extra:
+        # without one, redis-py 8 builds a DriverInfo for every connection, which reads the
+        # package's metadata from disk: about 1 ms of CPU per connection opened
+        extra["driver_info"] = _DRIVER_INFO
     pool = redis.BlockingConnectionPool.from_url(
         url,
         connection_class=connection_class,
