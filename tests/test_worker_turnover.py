@@ -271,3 +271,23 @@ def test_a_failure_before_the_call_still_settles_the_finished_job(
         assert admin.get(keys.STATS_PROCESSED) == "2"
     finally:
         release(cfg)
+
+
+def test_each_thread_opens_its_connection_before_its_first_job(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    """Once the fetch is chosen (the launcher's first heartbeat chooses it), every processor
+    thread opens its own connection as it starts: none waits for a handshake after a job."""
+    config.concurrency = 4
+    manager = Manager(config, new_identity())
+    manager.strategy.current()
+    newest = max(int(client["id"]) for client in r.client_list())
+    with running(manager):
+
+        def idle_new_connections() -> int:
+            new = [c for c in r.client_list() if int(c["id"]) > newest]
+            return sum(1 for c in new if c["cmd"] != "blmove")  # the fetcher's wait aside
+
+        wait_for(lambda: idle_new_connections() >= config.concurrency)
+        assert RUNS == []
+

@@ -82,6 +82,7 @@ class Processor:
     def _run(self) -> None:
         work: Work | None = None
         try:
+            self._turnover.open_thread()
             while True:
                 if work is None:
                     self._feed.ready(self.mailbox)

@@ -141,6 +141,18 @@ class Turnover:
             held = self._threads.connection = connection.dedicated(self._client)
         return held
 
+    def open_thread(self) -> None:
+        """Open the calling thread's connection before its first job (the launcher starts
+        the threads once a heartbeat chose the fetch). Opened on first use instead, every
+        thread's handshake (four round trips) would come at once as the first jobs finish,
+        and delay each thread's next job: by 30 ms at concurrency 20 here."""
+        if not isinstance(self._strategy.chosen(), ReliableFetch):
+            return
+        try:
+            self._connection().connect()  # type: ignore[no-untyped-call]
+        except Exception:  # Redis went away: the first call connects again and reports it
+            return
+
     def close_thread(self) -> None:
         """The calling thread is done: close its connection, if it opened one."""
         held: AbstractConnection | None = getattr(self._threads, "connection", None)
