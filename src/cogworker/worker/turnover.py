@@ -144,7 +144,7 @@ class Turnover:
     def open_thread(self) -> None:
         """Open the calling thread's connection before its first job (the launcher starts
         the threads once a heartbeat chose the fetch). Opened on first use instead, every
-        thread's handshake (four round trips) would come at once as the first jobs finish,
+        thread's handshake (several round trips) would come at once as the first jobs finish,
         and delay each thread's next job: by 30 ms at concurrency 20 here."""
         if not isinstance(self._strategy.chosen(), ReliableFetch):
             return
