@@ -13,12 +13,19 @@ from cogworker.config import Config
 
 logger = logging.getLogger("cogworker")
 
+UNBLOCKED = "UNBLOCKED"  # the error a command woken by CLIENT UNBLOCK ... ERROR gets
+
 
 class BlockingConnection:
     """A connection for blocking commands, which another thread can wake early.
 
     Waking uses CLIENT UNBLOCK with the connection's id (read again after every reconnect),
-    so a worker with a long block time still stops or quiets at once.
+    so a worker with a long block time still stops or quiets at once. It asks for an error
+    reply, not a timeout: a command that CLIENT PAUSE holds back (a BLMOVE during a
+    fail-over's write pause, say) is blocked too, and Redis before 8.2 crashes when such a
+    client is unblocked by timeout. With the error, such a server also runs the held-back
+    command later, so a woken connection is closed rather than reused: a job that command
+    moves is a stray on the in-progress list, which reconcile or the hand-back requeues.
     """
 
     def __init__(self, config: Config, block_seconds: float) -> None:
@@ -48,7 +55,14 @@ class BlockingConnection:
                     return None
                 self._blocked = True
             conn.send_command(*command)
-            return conn.read_response()
+            try:
+                return conn.read_response()
+            except redis.ResponseError as error:
+                if not str(error).startswith(UNBLOCKED):
+                    raise
+                self._client_id = None
+                conn.disconnect()
+                return None
         except BaseException:
             self._client_id = None
             conn.disconnect()
@@ -63,7 +77,7 @@ class BlockingConnection:
             self._wake_pending = not self._blocked
         if client_id is not None:
             try:
-                waker.client_unblock(client_id)
+                waker.client_unblock(client_id, error=True)
             except redis.RedisError as error:
                 logger.debug("couldn't wake the fetch connection: %s", error)
 
