@@ -5,9 +5,10 @@ by timeout crashes Redis before 8.2, so the wake must not do that."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 import redis
 from conftest import wait_for
 
@@ -15,53 +16,53 @@ import cogworker
 from cogworker.fetch.blocking import BlockingConnection
 from cogworker.redis_server import RedisServer
 
+BLMOVE = ("BLMOVE", "q", "p", "RIGHT", "LEFT", 30)
 
-def test_waking_a_blmove_held_back_by_client_pause_leaves_redis_running(
+
+@pytest.fixture
+def admin_and_blocking(
     redis_server_factory: Callable[..., RedisServer],
-) -> None:
+) -> Iterator[tuple[redis.Redis, BlockingConnection]]:
+    """A private server (a crash must not take the shared one down), a client to watch it and
+    a blocking connection already connected (its client id known)."""
     server = redis_server_factory()
     admin = redis.Redis.from_url(server.url, decode_responses=True)
     blocking = BlockingConnection(cogworker.Config(redis_url=server.url), block_seconds=30)
+    assert blocking.call("PING") == "PONG"
+    yield admin, blocking
+    blocking.close()
+    admin.close()
+
+
+def woken_reply(admin: redis.Redis, blocking: BlockingConnection, blocked: str) -> list[Any]:
+    """Send BLMOVE from a thread, wait until CLIENT LIST shows it ``blocked`` (a flag or a
+    command), wake it, and return what the call returned."""
     replies: list[Any] = []
-    try:
-        assert blocking.call("PING") == "PONG"  # connected, its client id known
-        admin.client_pause(30_000, all=False)  # writes only: BLMOVE is held back
-        caller = threading.Thread(
-            target=lambda: replies.append(blocking.call("BLMOVE", "q", "p", "RIGHT", "LEFT", 30))
-        )
-        caller.start()
-        wait_for(lambda: any("b" in c["flags"] for c in admin.client_list()))
-        blocking.wake(admin)
-        caller.join(10)
-        assert not caller.is_alive() and replies == [None]
-        assert admin.ping() is True  # the server is still up
-        admin.client_unpause()
-        admin.lpush("q", "job")
-        # the woken connection was closed: the next call reconnects and takes the job
-        assert blocking.call("BLMOVE", "q", "p", "RIGHT", "LEFT", 5) == "job"
-    finally:
-        blocking.close()
-        admin.close()
+    caller = threading.Thread(target=lambda: replies.append(blocking.call(*BLMOVE)))
+    caller.start()
+    wait_for(lambda: any(blocked in c["flags"] or blocked == c["cmd"] for c in admin.client_list()))
+    blocking.wake(admin)
+    caller.join(10)
+    assert not caller.is_alive()
+    return replies
+
+
+def test_waking_a_blmove_held_back_by_client_pause_leaves_redis_running(
+    admin_and_blocking: tuple[redis.Redis, BlockingConnection],
+) -> None:
+    admin, blocking = admin_and_blocking
+    admin.client_pause(30_000, all=False)  # writes only: BLMOVE is held back, flagged "b"
+    assert woken_reply(admin, blocking, blocked="b") == [None]
+    assert admin.ping() is True  # the server is still up
+    admin.client_unpause()
+    admin.lpush("q", "job")
+    # the woken connection was closed: the next call reconnects and takes the job
+    assert blocking.call(*BLMOVE) == "job"
 
 
 def test_waking_a_blmove_waiting_on_its_list_returns_at_once(
-    redis_server_factory: Callable[..., RedisServer],
+    admin_and_blocking: tuple[redis.Redis, BlockingConnection],
 ) -> None:
-    server = redis_server_factory()
-    admin = redis.Redis.from_url(server.url, decode_responses=True)
-    blocking = BlockingConnection(cogworker.Config(redis_url=server.url), block_seconds=30)
-    replies: list[Any] = []
-    try:
-        assert blocking.call("PING") == "PONG"
-        caller = threading.Thread(
-            target=lambda: replies.append(blocking.call("BLMOVE", "q", "p", "RIGHT", "LEFT", 30))
-        )
-        caller.start()
-        wait_for(lambda: any(c["cmd"] == "blmove" for c in admin.client_list()))
-        blocking.wake(admin)
-        caller.join(10)
-        assert not caller.is_alive() and replies == [None]
-        assert admin.llen("p") == 0  # nothing was moved
-    finally:
-        blocking.close()
-        admin.close()
+    admin, blocking = admin_and_blocking
+    assert woken_reply(admin, blocking, blocked="blmove") == [None]
+    assert admin.llen("p") == 0  # nothing was moved
