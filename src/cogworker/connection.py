@@ -122,7 +122,7 @@ def connect(
         connection_class = SSLConnection
     else:
         connection_class = TCPConnection
-    if DriverInfo is not None and "driver_info" not in extra:
+    if _DRIVER_INFO is not None and "driver_info" not in extra:
         # without one, redis-py 8 builds a DriverInfo for every connection, which reads the
         # package's metadata from disk: about 1 ms of CPU per connection opened
         extra["driver_info"] = _DRIVER_INFO

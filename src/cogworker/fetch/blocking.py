@@ -55,17 +55,12 @@ class BlockingConnection:
                     return None
                 self._blocked = True
             conn.send_command(*command)
-            try:
-                return conn.read_response()
-            except redis.ResponseError as error:
-                if not str(error).startswith(UNBLOCKED):
-                    raise
-                self._client_id = None
-                conn.disconnect()
-                return None
-        except BaseException:
+            return conn.read_response()
+        except BaseException as error:
             self._client_id = None
             conn.disconnect()
+            if isinstance(error, redis.ResponseError) and str(error).startswith(UNBLOCKED):
+                return None  # woken: see the class docstring
             raise
         finally:
             with self._lock:
