@@ -644,13 +644,25 @@ class Checker:
                         row.details.append(f"{key}: {value}")
             self.rows.append(row)
 
+    def _list_recovered(self, proc: Proc) -> bool:
+        """Whether another process requeued ``proc``'s in-progress list after it ended."""
+        if proc.ended is None:
+            return False
+        return any(
+            identity_pid(e.identity) == proc.pid and e.t >= proc.ended - 1.0
+            for e in self.recoveries
+        )
+
     def _orphaned_runs(self, jid: str) -> int:
-        """Runs of ``jid`` whose process was killed before their ack: still running, or
-        completed with the ack held back (each left the job in a dead process's list)."""
+        """Runs of ``jid`` that left the job in a dead process's list: its process was
+        killed before the ack (still running, or the ack held back), or it stopped on TERM
+        unable to settle (Redis faulty) and its list was recovered afterwards."""
         count = 0
         for execution in self.by_jid.get(jid, []):
             proc = self.data.procs.get(execution.pid)
-            if proc is None or proc.how not in ("kill9", "stuck"):
+            if proc is None:
+                continue
+            if proc.how not in ("kill9", "stuck") and not self._list_recovered(proc):
                 continue
             if execution.end is None or self._ended_unacked(execution, proc) is not None:
                 count += 1
@@ -1099,6 +1111,14 @@ class Checker:
                 total += fault.t_end - fault.t
         return total
 
+    def _evalsha_denied_between(self, start: float, end: float) -> float:
+        """Seconds of [start, end] during which an ACL rule refused EVALSHA."""
+        total = 0.0
+        for fault in self.data.faults:
+            if fault.kind == "acl_deny" and fault.detail.get("cmd") == "evalsha":
+                total += max(0.0, min(end, fault.t_end) - max(start, fault.t))
+        return total
+
     def _recovery_samples(self) -> list[tuple[float, float, str, str, int]]:
         """(latency, kill time, note, class, pid) for each job in flight (or unacked) at a kill
         -9 that ran again afterwards."""
@@ -1161,6 +1181,8 @@ class Checker:
         proc = self.data.procs.get(pid)
         child = proc is not None and proc.role == "child"  # its supervisor requeues at once
         downtime = self._outage_between(killed, killed + latency)
+        if child:  # the supervisor's requeue is a script: it is retried while EVALSHA is denied
+            downtime += self._evalsha_denied_between(killed, killed + latency)
         bound = (SWARM_RECOVERY if child else base) + downtime
         again = self._killed_again(pid, killed, killed + latency)
         if again is not None:  # recovered, taken by a worker killed too: the clock restarts
