@@ -53,11 +53,13 @@ def test_waking_a_blmove_held_back_by_client_pause_leaves_redis_running(
     admin, blocking = admin_and_blocking
     admin.client_pause(30_000, all=False)  # writes only: BLMOVE is held back, flagged "b"
     assert woken_reply(admin, blocking, blocked="b") == [None]
+    assert blocking.woken
     assert admin.ping() is True  # the server is still up
     admin.client_unpause()
     admin.lpush("q", "job")
     # the woken connection was closed: the next call reconnects and takes the job
     assert blocking.call(*BLMOVE) == "job"
+    assert not blocking.woken
 
 
 def test_waking_a_blmove_waiting_on_its_list_returns_at_once(
@@ -65,4 +67,5 @@ def test_waking_a_blmove_waiting_on_its_list_returns_at_once(
 ) -> None:
     admin, blocking = admin_and_blocking
     assert woken_reply(admin, blocking, blocked="blmove") == [None]
+    assert blocking.woken
     assert admin.llen("p") == 0  # nothing was moved

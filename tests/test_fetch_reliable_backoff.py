@@ -8,6 +8,7 @@ the server's own timestamp, so the test sees when each fetch happened.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -21,7 +22,8 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker.fetch.reliable import EMPTY_POLL_INTERVAL, FETCH_BATCH
+from cogworker import keys
+from cogworker.fetch.reliable import EMPTY_POLL_INTERVAL, FETCH_BATCH, ReliableFetch
 from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer
 from cogworker.worker.manager import Manager
@@ -104,3 +106,56 @@ def test_idle_multi_queue_fetch_backs_off_to_the_cap_and_starts_over_after_a_job
     assert_pause(after[1] - after[0], levels[0])
     assert_pause(after[2] - after[1], levels[1])
     assert RUNS == ["wakes"]
+
+
+# -- the idle fetch of a single queue ------------------------------------------------------------
+
+
+def test_a_timed_out_blmove_is_followed_by_another_without_the_batch_script(
+    redis_server_factory: ServerFactory,
+) -> None:
+    """A BLMOVE that timed out proves its queue stayed empty: the next fetch blocks again at
+    once (an idle worker sends one command per block). A job pushed meanwhile is still taken,
+    and once one is, the batch script takes the rest."""
+    server = redis_server_factory()
+    cfg = private_config(server.url)
+    fetch = ReliableFetch(cfg, new_identity(), threading.Event(), block_seconds=0.2)
+    client = cfg.redis()
+    try:
+        with Monitor(server.url) as monitor:
+            assert fetch.retrieve(5) == []  # the script found nothing, then BLMOVE timed out
+            assert fetch.retrieve(5) == []  # BLMOVE alone
+            client.lpush(keys.queue("default"), "first")
+            assert [w.raw for w in fetch.retrieve(5)] == ["first"]  # BLMOVE took it
+            client.lpush(keys.queue("default"), "second", "third")
+            assert [w.raw for w in fetch.retrieve(5)] == ["second", "third"]  # the script
+    finally:
+        fetch.close()
+        release(cfg)
+    sent = [c.words[0] for c in monitor.commands() if c.words[0] in ("EVALSHA", "BLMOVE")]
+    assert sent == ["EVALSHA", "BLMOVE", "BLMOVE", "BLMOVE", "EVALSHA"]
+
+
+def test_a_woken_blmove_is_followed_by_the_batch_script(
+    redis_server_factory: ServerFactory,
+) -> None:
+    """A wake (stop, quiet, a thread gone idle) may mean more is wanted than BLMOVE takes:
+    the next fetch runs the batch script first again."""
+    server = redis_server_factory()
+    cfg = private_config(server.url)
+    fetch = ReliableFetch(cfg, new_identity(), threading.Event(), block_seconds=30)
+    try:
+        with Monitor(server.url) as monitor:
+            caller = threading.Thread(target=fetch.retrieve, args=(5,))
+            caller.start()
+            wait_for(lambda: any(c.words[0] == "BLMOVE" for c in monitor.commands()))
+            fetch.wake()
+            caller.join(10)
+            assert not caller.is_alive()
+            cfg.redis().lpush(keys.queue("default"), "first", "second")
+            assert [w.raw for w in fetch.retrieve(5)] == ["first", "second"]
+    finally:
+        fetch.close()
+        release(cfg)
+    sent = [c.words[0] for c in monitor.commands() if c.words[0] in ("EVALSHA", "BLMOVE")]
+    assert sent == ["EVALSHA", "BLMOVE", "EVALSHA"]

@@ -39,9 +39,11 @@ class BlockingConnection:
         self._blocked = False
         self._wake_pending = False
         self._lock = threading.Lock()
+        self.woken = False  # whether the last call ended by a wake rather than its reply
 
     def call(self, *command: Any) -> Any:
-        """Run one (blocking) command; returns its reply."""
+        """Run one (blocking) command; returns its reply (None when woken: see ``woken``)."""
+        self.woken = False
         conn = self._connection
         if conn is None:
             conn = self._connection = self._client.connection_pool.get_connection()
@@ -52,6 +54,7 @@ class BlockingConnection:
             with self._lock:
                 if self._wake_pending:  # woken just before blocking: don't block at all
                     self._wake_pending = False
+                    self.woken = True
                     return None
                 self._blocked = True
             conn.send_command(*command)
@@ -60,7 +63,8 @@ class BlockingConnection:
             self._client_id = None
             conn.disconnect()
             if isinstance(error, redis.ResponseError) and str(error).startswith(UNBLOCKED):
-                return None  # woken: see the class docstring
+                self.woken = True  # see the class docstring
+                return None
             raise
         finally:
             with self._lock:

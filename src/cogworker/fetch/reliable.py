@@ -2,8 +2,10 @@
 
 One call moves as many jobs as there are idle processor threads (``fetch_batch.lua``). When
 every queue is empty it blocks server-side with BLMOVE if it reads a single queue, else it
-polls with a backoff of 0.25 s doubling up to ``fetch_idle_max_interval``. A job stays on the
-list until it is acknowledged, filed elsewhere in its place, or given back to its queue.
+polls with a backoff of 0.25 s doubling up to ``fetch_idle_max_interval``. A BLMOVE that timed
+out proves its queue stayed empty, so the next call blocks again at once, without the batch
+script first (an idle worker's fetch is one command per block). A job stays on the list until
+it is acknowledged, filed elsewhere in its place, or given back to its queue.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class ReliableFetch:
         self._blocking = BlockingConnection(config, block_seconds)
         self._idle_interval = 0.0
         self._wakeup = threading.Event()
+        self._found_empty: str | None = None  # the queue a BLMOVE just timed out on
 
     # -- taking jobs ------------------------------------------------------------------------
 
@@ -90,7 +93,8 @@ class ReliableFetch:
                 self._pause(NO_QUEUE_SLEEP)
             return []
         try:
-            works = self._take(order, wanted)
+            blocked_again = wait and order == [self._found_empty]
+            works = [] if blocked_again else self._take(order, wanted)
             if not works and wait and len(order) == 1:
                 works = self._block_on(order[0])
         except redis.ResponseError as error:
@@ -110,12 +114,16 @@ class ReliableFetch:
         ]
 
     def _block_on(self, queue: str) -> list[Work]:
+        self._found_empty = None
         if self._stopping.is_set():
             return []
         raw = self._blocking.call(
             "BLMOVE", keys.queue(queue), self.inprogress, "RIGHT", "LEFT", self._block_seconds
         )
-        return [Work.taken(queue, raw)] if raw is not None else []
+        if raw is None:
+            self._found_empty = None if self._blocking.woken else queue
+            return []
+        return [Work.taken(queue, raw)]
 
     def _idle_pause(self) -> None:
         cap = self.config.fetch_idle_max_interval
