@@ -890,9 +890,10 @@ class Chaos:
             command.append("WRITE")
         t = time.time()
         self.admin_call(*command, timeout=FAULT_TIMEOUT)
-        fault = self.record(
-            "pause", t, t + params["ms"] / 1000, mode=params["mode"], ms=params["ms"]
-        )
+        # the pause runs from when Redis executed the command: one sent during a pause of
+        # ALL is itself held back until that one ends, and pauses for its full time from there
+        ends = time.time() + params["ms"] / 1000
+        fault = self.record("pause", t, ends, mode=params["mode"], ms=params["ms"])
         self.say_fault(fault, f"CLIENT PAUSE {params['ms']} {params['mode']}")
         return True
 
