@@ -136,6 +136,11 @@ class Cause:
     evidence: str
 
 
+def refuses_evalsha(fault: Fault) -> bool:
+    """An ACL rule denying EVALSHA: every script call is refused while it lasts."""
+    return fault.kind == "acl_deny" and fault.detail.get("cmd") == "evalsha"
+
+
 def identity_pid(identity: str) -> int | None:
     """The pid inside a process identity ``<hostname>:<pid>:<12 hex>``."""
     parts = identity.split(":")
@@ -644,14 +649,13 @@ class Checker:
                         row.details.append(f"{key}: {value}")
             self.rows.append(row)
 
+    def _recoveries_of(self, pid: int, since: float) -> list[float]:
+        """When other processes requeued the in-progress list of ``pid``, from ``since`` on."""
+        return [e.t for e in self.recoveries if identity_pid(e.identity) == pid and e.t >= since]
+
     def _list_recovered(self, proc: Proc) -> bool:
         """Whether another process requeued ``proc``'s in-progress list after it ended."""
-        if proc.ended is None:
-            return False
-        return any(
-            identity_pid(e.identity) == proc.pid and e.t >= proc.ended - 1.0
-            for e in self.recoveries
-        )
+        return proc.ended is not None and bool(self._recoveries_of(proc.pid, proc.ended - 1.0))
 
     def _orphaned_runs(self, jid: str) -> int:
         """Runs of ``jid`` that left the job in a dead process's list: its process was
@@ -739,7 +743,7 @@ class Checker:
         """A fault that kept the claims of [start, end] from Redis (with the tick's back-off:
         5 s after Redis was unavailable, up to 15 s after refusals)."""
         for fault in self.data.faults:
-            refused = fault.kind == "acl_deny" and fault.detail.get("cmd") == "evalsha"
+            refused = refuses_evalsha(fault)
             if fault.kind not in CLAIM_FAULTS and not refused:
                 continue
             backoff = TICK_BACKOFF * (3 if refused else 1) + 1.0
@@ -1104,19 +1108,15 @@ class Checker:
                 reachable = fault.t
         return reachable
 
-    def _outage_between(self, start: float, end: float) -> float:
+    def _outage_between(self, start: float, end: float, *, scripts: bool = False) -> float:
+        """The length of the restarts and pauses overlapping [start, end], and with ``scripts``
+        of the denials of EVALSHA too."""
         total = 0.0
         for fault in self.data.faults:
-            if fault.kind in ("redis_restart", "pause") and fault.overlaps(start, end):
+            refused = scripts and refuses_evalsha(fault)
+            counted = fault.kind in ("redis_restart", "pause") or refused
+            if counted and fault.overlaps(start, end):
                 total += fault.t_end - fault.t
-        return total
-
-    def _evalsha_denied_between(self, start: float, end: float) -> float:
-        """Seconds of [start, end] during which an ACL rule refused EVALSHA."""
-        total = 0.0
-        for fault in self.data.faults:
-            if fault.kind == "acl_deny" and fault.detail.get("cmd") == "evalsha":
-                total += max(0.0, min(end, fault.t_end) - max(start, fault.t))
         return total
 
     def _recovery_samples(self) -> list[tuple[float, float, str, str, int]]:
@@ -1157,9 +1157,7 @@ class Checker:
         """The latest kill -9 of another worker within seconds of the requeue of ``pid``'s jobs
         (the requeued jobs are taken at once; one taken by a worker killed before starting it
         waits for a second recovery), before ``rerun``."""
-        requeues = [
-            e.t for e in self.recoveries if identity_pid(e.identity) == pid and e.t >= killed
-        ]
+        requeues = self._recoveries_of(pid, killed)
         if not requeues:
             return None
         requeued = min(requeues)
@@ -1180,9 +1178,8 @@ class Checker:
         latency, killed, note, cls, pid = sample
         proc = self.data.procs.get(pid)
         child = proc is not None and proc.role == "child"  # its supervisor requeues at once
-        downtime = self._outage_between(killed, killed + latency)
-        if child:  # the supervisor's requeue is a script: it is retried while EVALSHA is denied
-            downtime += self._evalsha_denied_between(killed, killed + latency)
+        # the supervisor's requeue is a script: it is retried while EVALSHA is denied
+        downtime = self._outage_between(killed, killed + latency, scripts=child)
         bound = (SWARM_RECOVERY if child else base) + downtime
         again = self._killed_again(pid, killed, killed + latency)
         if again is not None:  # recovered, taken by a worker killed too: the clock restarts
