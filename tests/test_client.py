@@ -307,3 +307,56 @@ def test_push_bulk_all_stopped_writes_nothing(
     config.client_middleware.add(StopOdd)
     assert client.push_bulk({"class": "Some::Job", "args": [n]} for n in (1, 3)) == [None, None]
     assert r.dbsize() == 0
+
+
+# -- deferred pushes and closing -------------------------------------------------------------
+
+
+def test_a_deferred_push_returns_its_jid_and_writes_only_when_sent(
+    config: cogworker.Config, client: cogworker.Client, r: redis.Redis
+) -> None:
+    held: list[tuple[list[Payload], Callable[[], None]]] = []
+
+    def hold(jobs: list[Payload], send: Callable[[], None]) -> bool:
+        held.append((jobs, send))
+        return True
+
+    config.defer_push = hold
+    jid = client.push({"class": "ClientTest::ClientJob", "args": [1, "x"], "queue": "client_q"})
+    bulk = client.push_bulk([{"class": "X", "args": [n], "queue": "client_q"} for n in range(3)])
+    assert jid is not None and JID.match(jid)
+    assert all(bulk)
+    assert r.llen("cogworker:queue:client_q") == 0
+    assert [len(jobs) for jobs, _ in held] == [1, 3]
+
+    for _, send in held:
+        send()
+    assert [job["jid"] for job in stored(r, "client_q")] == [jid, *bulk]
+
+
+def test_a_deferral_that_declines_sends_at_once(
+    config: cogworker.Config, client: cogworker.Client, r: redis.Redis
+) -> None:
+    config.defer_push = lambda jobs, send: False
+    jid = client.push({"class": "X", "args": [], "queue": "client_q"})
+    assert [job["jid"] for job in stored(r, "client_q")] == [jid]
+
+
+def test_defer_push_must_be_callable() -> None:
+    with pytest.raises(cogworker.ConfigError, match="defer_push must be a callable or None, got 3"):
+        cogworker.Config(defer_push=3)
+
+
+def test_closing_a_client_disconnects_its_pool_and_a_later_push_reconnects(
+    config: cogworker.Config, r: redis.Redis
+) -> None:
+    with cogworker.Client(config) as client:
+        client.push({"class": "X", "args": [], "queue": "client_q"})
+        name = f"closing-{time.monotonic_ns()}"
+        config.redis().client_setname(name)
+        assert name in [entry["name"] for entry in r.client_list()]
+    assert config._redis is None
+    assert name not in [entry["name"] for entry in r.client_list()]
+
+    client.push({"class": "X", "args": [], "queue": "client_q"})
+    assert r.llen("cogworker:queue:client_q") == 2

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "environment": "development",
     "tag": None,
     "max_memory": None,
+    "defer_push": None,
 }
 
 
@@ -149,6 +150,7 @@ BAD: list[tuple[str, Any]] = [
     ("client_middleware", []),
     ("client_middleware", Chain),
     ("server_middleware", None),
+    ("defer_push", "on_commit"),
 ]
 
 

@@ -261,7 +261,23 @@ class Client:
         chain = self.config.client_middleware
         return chain.invoke(job["class"], job, job["queue"], self.config.redis(), final=final)
 
+    def close(self) -> None:
+        """Close the connections of this client's config (``Config.close``)."""
+        self.config.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _dispatch(self, jobs: list[wire.Payload]) -> None:
+        defer = self.config.defer_push
+        if defer is not None and defer(jobs, functools.partial(self._send, jobs)):
+            return
+        self._send(jobs)
+
+    def _send(self, jobs: list[wire.Payload]) -> None:
         if testing.active():
             for job in jobs:
                 testing.dispatch(self.config, job)

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from cogworker.wire import Payload
 
 DeathHandler = Callable[["Payload", BaseException], object]
+PushDeferral = Callable[[list["Payload"], Callable[[], None]], bool]
+"""``defer_push(jobs, send)``: True when it has taken ``send`` to call later instead of now
+(``cogworker.contrib.django`` sends on the transaction's commit); False to send at once."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FETCH_MODES = ("reliable", "basic")
@@ -178,6 +181,12 @@ def _death_handlers(name: str, value: Any) -> list[DeathHandler]:
     return list(value)
 
 
+def _optional_callable(name: str, value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise ConfigError(f"{name} must be a callable or None, got {value!r}")
+    return value
+
+
 def _chain(name: str, value: Any) -> Chain:
     if not isinstance(value, Chain):
         raise ConfigError(f"{name} must be a cogworker.Chain, got {value!r}")
@@ -210,6 +219,7 @@ _OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "max_memory": (lambda: None, _optional_positive),
     "client_middleware": (Chain, _chain),
     "server_middleware": (Chain, _chain),
+    "defer_push": (lambda: None, _optional_callable),
 }
 
 OPTION_NAMES = frozenset(_OPTIONS)
@@ -232,7 +242,8 @@ class Config:
     process's presence outlives its last beat (no other process may take its jobs sooner; at
     least three heartbeats: see ``check_liveness``); ``unique_lock_ttl`` the unique locks'
     lifetime; ``max_memory`` (MB) the size above which the swarm replaces a child; ``tag`` the
-    name shown in process titles.
+    name shown in process titles; ``defer_push`` a ``PushDeferral`` that may hold a push's
+    Redis write back (the jids are returned at once either way).
     """
 
     concurrency: int
@@ -259,6 +270,7 @@ class Config:
     max_memory: float | None
     client_middleware: Chain
     server_middleware: Chain
+    defer_push: PushDeferral | None
     _redis: redis.Redis | None
     _redis_lock: threading.Lock
 
@@ -326,6 +338,14 @@ class Config:
                     )
                     object.__setattr__(self, "_redis", client)
         return client
+
+    def close(self) -> None:
+        """Close the shared client and its connections now; the next use opens new ones."""
+        with self._redis_lock:
+            client = self._redis
+            object.__setattr__(self, "_redis", None)
+        if client is not None:
+            client.close()
 
     def _drop_redis(self) -> None:
         client = getattr(self, "_redis", None)
