@@ -1,0 +1,277 @@
+"""cogworker.contrib.sentry: one event per failed run, with the job's tags and context.
+
+The end-to-end tests run a real worker (``cogworker run -r tests/contrib_sentry_app.py``) whose
+Sentry transport writes every event to a file; the others capture events in this process
+with a client on a scope of their own (no ``sentry_sdk.init``: the process's global client
+and integrations stay untouched for the rest of the suite).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import sentry_sdk
+from conftest import wait_for
+from runtime_support import cogworker_env, started_workers, zset_entries
+from sentry_sdk.envelope import Envelope
+from sentry_sdk.transport import Transport
+
+import cogworker
+from cogworker import keys, testing
+from cogworker.contrib import sentry as cogworker_sentry
+from cogworker.execute import execute
+
+APP = Path(__file__).resolve().parent / "contrib_sentry_app.py"
+CHARGE = "Contrib::Sentry::Charge"
+WORKER_CONFIG = "poll_interval: 0.2\nconcurrency: 2\n"
+
+
+# -- a real worker ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path, r: redis.Redis, redis_url: str) -> Iterator[Any]:
+    """Starts a worker with the given options; returns the file its events are written to."""
+    (tmp_path / "worker.yml").write_text(WORKER_CONFIG)
+    with started_workers(tmp_path) as workers:
+
+        def start(**options: Any) -> Path:
+            events = tmp_path / f"events-{len(workers.started)}.jsonl"
+            env = cogworker_env(
+                redis_url,
+                SENTRY_EVENTS_FILE=str(events),
+                CONTRIB_SENTRY_OPTIONS=json.dumps(options),
+            )
+            workers.start(["run", "-r", str(APP), "-C", "worker.yml"], env)
+            return events
+
+        yield start
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def of_job(events: list[dict[str, Any]], jid: str) -> list[dict[str, Any]]:
+    return [event for event in events if event.get("tags", {}).get("cogworker.jid") == jid]
+
+
+def dead_jids(r: redis.Redis) -> set[str]:
+    return {entry["jid"] for entry, _ in zset_entries(r, keys.DEAD)}
+
+
+def push(client: cogworker.Client, job_class: str, *args: Any, retry: int = 1) -> str:
+    jid = client.push({"class": job_class, "args": list(args), "retry": retry})
+    assert jid is not None
+    return jid
+
+
+def exception_of(event: dict[str, Any]) -> dict[str, Any]:
+    (exception,) = event["exception"]["values"]
+    assert isinstance(exception, dict)
+    return exception
+
+
+def test_every_failure_is_one_event_saying_whether_the_job_will_be_retried(
+    start_worker: Any, config: cogworker.Config, r: redis.Redis
+) -> None:
+    events_file = start_worker()
+    client = cogworker.Client(config)
+    thanks = push(client, "Contrib::Sentry::Thanks")
+    declined = push(client, CHARGE, "4242424242424242", 10)
+    stolen = push(client, CHARGE, "stolen", 20, retry=5)
+    wait_for(lambda: {declined, stolen} <= dead_jids(r), timeout=20)
+    wait_for(lambda: r.get(keys.STATS_PROCESSED) == "1")  # the one success
+    events = read_events(events_file)
+
+    assert of_job(events, thanks) == []
+    first, last = of_job(events, declined)  # retried once (retry_in: at once), then dead
+    assert first["tags"] == {
+        "cogworker.job_class": CHARGE,
+        "cogworker.queue": "default",
+        "cogworker.jid": declined,
+        "cogworker.will_retry": "true",
+    }
+    assert first["contexts"]["cogworker"] == {
+        "class": CHARGE,
+        "jid": declined,
+        "queue": "default",
+        "args": "[Filtered]",  # by default Sentry collects no job args
+        "retry": 1,
+        "retry_count": 0,
+        "will_retry": True,
+    }
+    assert first["transaction"] == CHARGE
+    exception = exception_of(first)
+    assert (exception["type"], exception["value"]) == ("ValueError", "card declined for 10")
+    assert exception["mechanism"] == {"type": "cogworker", "handled": False}
+    assert exception["stacktrace"]["frames"][-1]["function"] == "perform"
+    assert last["tags"]["cogworker.will_retry"] == "false"
+    assert (
+        last["contexts"]["cogworker"]["retry_count"],
+        last["contexts"]["cogworker"]["will_retry"],
+    ) == (1, False)
+
+    # killed by its retry_in on the first failure, with 5 retries left: reported as final
+    (killed,) = of_job(events, stolen)
+    assert killed["contexts"]["cogworker"]["will_retry"] is False
+    assert killed["contexts"]["cogworker"]["retry_count"] == 0
+    assert len(events) == 3  # nothing else: no second event from the worker's own log lines
+
+
+def test_report_after_retries_sends_only_the_final_failure_with_scrubbed_args(
+    start_worker: Any, config: cogworker.Config, r: redis.Redis
+) -> None:
+    events_file = start_worker(
+        sentry={"data_collection": {"queues": True}}, report_after_retries=True, scrub=True
+    )
+    jid = push(cogworker.Client(config), CHARGE, "4242424242424242", 10)
+    wait_for(lambda: jid in dead_jids(r), timeout=20)
+    ((entry, _),) = zset_entries(r, keys.DEAD)
+    assert entry["retry_count"] == 2  # it did fail twice
+
+    (event,) = read_events(events_file)
+    assert event["contexts"]["cogworker"]["args"] == ["...4242", 10]
+    assert event["contexts"]["cogworker"]["retry_count"] == 1
+    assert event["tags"]["cogworker.will_retry"] == "false"
+
+
+# -- in this process ----------------------------------------------------------------------------
+
+
+class ListTransport(Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[dict[str, Any]] = []
+
+    def capture_envelope(self, envelope: Envelope) -> None:
+        event = envelope.get_event()
+        if event is not None:
+            self.events.append(dict(event))
+
+
+def capturing_client(**client_options: Any) -> tuple[sentry_sdk.Client, list[dict[str, Any]]]:
+    """A client with no integrations, and the list its events go to."""
+    transport = ListTransport()
+    client = sentry_sdk.Client(
+        transport=transport,
+        default_integrations=False,
+        auto_enabling_integrations=False,
+        **client_options,
+    )
+    return client, transport.events
+
+
+@contextlib.contextmanager
+def on_own_scope(client: sentry_sdk.Client) -> Iterator[None]:
+    with sentry_sdk.isolation_scope() as scope:
+        scope.set_client(client)
+        yield
+    client.close()
+
+
+@contextlib.contextmanager
+def captured(**client_options: Any) -> Iterator[list[dict[str, Any]]]:
+    """Events sent in the block, by a client set on a scope of its own."""
+    client, events = capturing_client(**client_options)
+    with on_own_scope(client):
+        yield events
+
+
+class Refused(cogworker.Job):
+    name = "ContribSentry::Refused"
+
+    def perform(self, email: str) -> None:
+        sentry_sdk.capture_message("about to refuse")
+        raise PermissionError(f"{email} may not")
+
+
+def test_inline_run_reports_a_final_failure_with_args_when_queue_data_is_collected(
+    config: cogworker.Config,
+) -> None:
+    cogworker_sentry.instrument(config)
+    with captured(data_collection={"queues": True}) as events, testing.inline():
+        with pytest.raises(PermissionError):
+            cogworker.Client(config).push({"class": Refused.name, "args": ["ada@example.com"]})
+        sentry_sdk.capture_message("after the job")
+    message, failure, after = events
+    # the job's own event carries its tags too; nothing of the job is left after it
+    assert message["tags"]["cogworker.job_class"] == Refused.name
+    assert "cogworker.will_retry" not in message["tags"]
+    assert failure["contexts"]["cogworker"]["args"] == ["ada@example.com"]
+    assert failure["contexts"]["cogworker"]["will_retry"] is False  # inline retries nothing
+    assert "tags" not in after or "cogworker.jid" not in after["tags"]
+    assert "cogworker" not in after.get("contexts", {})
+
+
+def job_payload(retry_count: int | None) -> dict[str, Any]:
+    job: dict[str, Any] = {"class": Refused.name, "jid": "b" * 24, "args": ["x"], "retry": 2}
+    if retry_count is not None:
+        job["retry_count"] = retry_count
+    return job
+
+
+def test_report_after_retries_skips_a_failure_the_retry_budget_will_retry(
+    config: cogworker.Config,
+) -> None:
+    cogworker_sentry.instrument(config, report_after_retries=True)
+    with captured() as events:
+        for retry_count in (None, 1, 2):  # the third failure exhausts retry: 2
+            with pytest.raises(PermissionError):
+                execute(config.server_middleware, job_payload(retry_count), "default")
+    failures = [event for event in events if "exception" in event]
+    assert [event["contexts"]["cogworker"]["retry_count"] for event in failures] == [2]
+
+
+def test_a_scrubber_that_raises_sends_no_args(
+    config: cogworker.Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(args: list[Any]) -> list[Any]:
+        raise RuntimeError("oops")
+
+    cogworker_sentry.instrument(config, send_args=True, scrub_args=broken)
+    logs = caplog.at_level(logging.ERROR, "cogworker.contrib.sentry")
+    with captured() as events, logs, pytest.raises(PermissionError):
+        execute(config.server_middleware, job_payload(2), "default")
+    failure = next(event for event in events if "exception" in event)
+    assert failure["contexts"]["cogworker"]["args"] == "[Filtered]"
+    assert f"jid={'b' * 24}: scrub_args raised RuntimeError: oops" in caplog.text
+
+
+def test_args_follow_send_default_pii_unless_send_args_says_otherwise(
+    config: cogworker.Config,
+) -> None:
+    def args_sent(**instrument_options: Any) -> Any:
+        cogworker_sentry.instrument(config, **instrument_options)
+        with warnings.catch_warnings():  # newer SDKs deprecate send_default_pii; older don't
+            warnings.simplefilter("ignore", DeprecationWarning)
+            client, events = capturing_client(send_default_pii=True)
+        with on_own_scope(client), pytest.raises(PermissionError):
+            execute(config.server_middleware, job_payload(2), "default")
+        reported = next(event for event in events if "exception" in event)
+        return reported["contexts"]["cogworker"]["args"]
+
+    assert args_sent() == ["x"]
+    assert args_sent(send_args=False) == "[Filtered]"
+
+
+def test_instrument_refuses_options_it_cannot_honour(config: cogworker.Config) -> None:
+    with pytest.raises(ValueError, match="scrub_args would never run: send_args=False"):
+        cogworker_sentry.instrument(config, send_args=False, scrub_args=list)
+    with pytest.raises(TypeError, match="send_args must be True, False or None, got 'yes'"):
+        cogworker_sentry.instrument(config, send_args="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scrub_args must be a callable"):
+        cogworker_sentry.instrument(config, scrub_args=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="report_after_retries must be a bool"):
+        cogworker_sentry.instrument(config, report_after_retries=1)  # type: ignore[arg-type]
+    assert cogworker_sentry.SentryServerMiddleware not in config.server_middleware
