@@ -1,0 +1,336 @@
+"""Flask: ``Cogworker(app)``, or ``ext = Cogworker()`` then ``ext.init_app(app)`` in a factory.
+
+Options come from ``app.config["COGWORKER"]``, a dict of ``cogworker.Config`` option names
+(``{"redis_url": ..., "queues": ["mail", "default"]}``); an unknown or invalid one raises
+ConfigError naming it, and so does any ``COGWORKER_*`` key of ``app.config`` (they are not
+read, and an option must never be quietly ignored).
+
+In a web process the extension builds the app's Config and Client (jobs run by
+``cogworker.testing``'s inline mode or ``drain`` run in the app context too) and, unless
+``set_default=False``, installs the config as the process default (``Job.perform_async``
+then pushes to it). ``client()`` and ``config()`` give the current app's.
+
+In a worker (``cogworker run -r yourapp``, where ``yourapp`` builds the app at import: for a
+factory, a module holding ``app = create_app()``) the extension configures the worker's own
+config, which the CLI built from its flags and ``-C`` file: ``app.config["COGWORKER"]`` is
+applied over the defaults, except the options the command line set (they win); and every job
+runs inside ``app.app_context()`` (``current_app``, ``g``, extensions bound to the app).
+
+``mount_dashboard(app, guard=...)`` serves the dashboard under a prefix: ``guard(request)``
+runs in a request context of the app (``session``, ``g``, a login manager's ``current_user``
+work) and returns True to let the request through, False to refuse it with 403, or a
+Response (a redirect to the login page, say) to send instead; it must not read the body.
+It needs the ``web`` extra.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from flask import Flask, Request, current_app, request
+from werkzeug.wrappers import Response
+
+from cogworker.client import Client
+from cogworker.config import OPTION_NAMES, Config, ConfigError, default_config, set_default_config
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+    from cogworker.middleware import JobInstance
+    from cogworker.web import WebSettings
+    from cogworker.web.application import Dashboard
+    from cogworker.wire import Payload
+
+__all__ = [
+    "CONFIG_KEY",
+    "Cogworker",
+    "FlaskAppContext",
+    "Guard",
+    "app_options",
+    "client",
+    "config",
+    "mount_dashboard",
+    "operator_options",
+]
+
+CONFIG_KEY = "COGWORKER"
+EXTENSION_KEY = "cogworker"
+Guard = Callable[[Request], "bool | Response"]
+"""Decides on a dashboard request: True lets it through, False answers 403, a Response is sent
+instead (a redirect to the login page, say)."""
+
+# worker flag (cli.WorkerFlags field) -> the option it sets, as cli.build_config applies them
+_FLAG_OPTIONS = {
+    "concurrency": "concurrency",
+    "queues": "queues",
+    "timeout": "shutdown_timeout",
+    "redis_url": "redis_url",
+    "log_level": "log_level",
+    "environment": "environment",
+}
+
+logger = logging.getLogger("cogworker")
+
+
+@dataclass(frozen=True)
+class _AppState:
+    config: Config
+    client: Client
+
+
+class FlaskAppContext:
+    """Server middleware: each job runs inside ``app.app_context()``. It is put first in the
+    chain, so the middleware after it (status, history, the user's own) sees the app too."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+
+    def __call__(
+        self,
+        worker: JobInstance | None,
+        job: Payload,
+        queue: str,
+        call_next: Callable[[], None],
+    ) -> None:
+        with self.app.app_context():
+            call_next()
+
+
+class Cogworker:
+    """The Flask extension; see the module docstring."""
+
+    def __init__(self, app: Flask | None = None, *, set_default: bool = True) -> None:
+        self.set_default = set_default
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        if EXTENSION_KEY in app.extensions:
+            raise RuntimeError(f"cogworker is already set up on Flask app {app.name!r}")
+        options = app_options(app)
+        worker = default_config()
+        if worker.server:
+            settings = _configure_worker(worker, app, options)
+        else:
+            settings = _web_config(options)
+            # the web process runs jobs only in cogworker.testing's modes: in the context too
+            settings.server_middleware.prepend(FlaskAppContext, app)
+            if self.set_default:
+                set_default_config(settings)
+        app.extensions[EXTENSION_KEY] = _AppState(settings, Client(settings))
+
+    @property
+    def config(self) -> Config:
+        """The current app's config."""
+        return config()
+
+    @property
+    def client(self) -> Client:
+        """The current app's client."""
+        return client()
+
+
+def app_options(app: Flask) -> dict[str, Any]:
+    """``app.config["COGWORKER"]`` checked: a mapping of Config option names (values are
+    checked when the config takes them). Raises ConfigError naming what is wrong."""
+    stray = sorted(k for k in app.config if isinstance(k, str) and k.startswith(CONFIG_KEY + "_"))
+    if stray:
+        raise ConfigError(
+            f"app.config[{stray[0]!r}] is not read: put cogworker options in "
+            f'app.config["{CONFIG_KEY}"] = {{"option_name": value}}'
+        )
+    given = app.config.get(CONFIG_KEY, {})
+    if not isinstance(given, Mapping):
+        raise ConfigError(
+            f'app.config["{CONFIG_KEY}"] must be a dict of cogworker options, got {given!r}'
+        )
+    for name in given:
+        if name not in OPTION_NAMES:
+            raise ConfigError(f'app.config["{CONFIG_KEY}"]: unknown option {name!r}{_hint(name)}')
+    return dict(given)
+
+
+def _hint(name: Any) -> str:
+    nearest = difflib.get_close_matches(str(name).lower(), sorted(OPTION_NAMES), n=1)
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
+def _update(settings: Config, options: Mapping[str, Any]) -> None:
+    try:
+        settings.update(options)
+    except ConfigError as error:
+        raise ConfigError(f'app.config["{CONFIG_KEY}"]: {error}') from None
+
+
+def _web_config(options: Mapping[str, Any]) -> Config:
+    """A new config with ``options``; its redis_url first, so that ``$REDIS_URL`` is read (and
+    checked, naming itself) only when the app gives none."""
+    url = options.get("redis_url")
+    try:
+        settings = Config(redis_url=url) if url is not None else None
+    except ConfigError as error:
+        raise ConfigError(f'app.config["{CONFIG_KEY}"]: {error}') from None
+    settings = Config() if settings is None else settings
+    _update(settings, options)
+    return settings
+
+
+def _configure_worker(worker: Config, app: Flask, options: Mapping[str, Any]) -> Config:
+    """The worker's config with ``options`` applied under the command line's, and its jobs run
+    in ``app``'s context. One Flask app per worker: a second is refused."""
+    arguments = worker.server_middleware.arguments(FlaskAppContext)
+    if arguments is not None and arguments[0] is not app:
+        raise RuntimeError(
+            f"this worker already runs its jobs in Flask app {arguments[0].name!r}: "
+            f"a worker process serves one Flask app, not also {app.name!r}"
+        )
+    kept = sorted(operator_options() & set(options))
+    _update(worker, {name: value for name, value in options.items() if name not in kept})
+    worker.server_middleware.prepend(FlaskAppContext, app)
+    applied = sorted(set(options) - set(kept))
+    logger.info(
+        'flask app %r: jobs run in its app context; app.config["%s"] set %s; '
+        "the command line's value kept for %s",
+        app.name,
+        CONFIG_KEY,
+        ", ".join(applied) or "nothing",
+        ", ".join(kept) or "nothing",
+    )
+    return worker
+
+
+def operator_options() -> set[str]:
+    """The options this worker's command line set: its flags and the keys of its ``-C`` file.
+
+    Read from the running ``cogworker`` command's click context (a swarm's forked child still
+    runs inside it); empty when the worker was started some other way.
+    """
+    import click
+
+    from cogworker import cli
+
+    names: set[str] = set()
+    context = click.get_current_context(silent=True)
+    if context is None or context.find_root().command is not cli.main_group:
+        return names
+    while context is not None:
+        names |= _options_of(context.params.items())
+        context = context.parent
+    return names
+
+
+def _options_of(params: Iterable[tuple[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for flag, value in params:
+        if value in (None, ()):
+            continue
+        if flag == "config_path":
+            from cogworker import config_file
+
+            names |= set(config_file.load(value)) - config_file.EXTRA_KEYS
+        elif flag in _FLAG_OPTIONS:
+            names.add(_FLAG_OPTIONS[flag])
+    return names
+
+
+def _state(app: Flask | None) -> _AppState:
+    target = current_app if app is None else app  # current_app: raises outside an app context
+    found = target.extensions.get(EXTENSION_KEY)
+    if not isinstance(found, _AppState):
+        raise RuntimeError(
+            f"cogworker is not set up on Flask app {target.name!r}: call Cogworker(app) or "
+            "ext.init_app(app) first"
+        )
+    return found
+
+
+def config(app: Flask | None = None) -> Config:
+    """The config of ``app`` (default: the current app)."""
+    return _state(app).config
+
+
+def client(app: Flask | None = None) -> Client:
+    """The client of ``app`` (default: the current app)."""
+    return _state(app).client
+
+
+# -- the dashboard ---------------------------------------------------------------------------
+
+
+def mount_dashboard(
+    app: Flask,
+    *,
+    guard: Guard | None,
+    prefix: str = "/cogworker",
+    settings: WebSettings | None = None,
+) -> Dashboard:
+    """Serve the dashboard for ``app``'s config under ``prefix``, each request decided by
+    ``guard`` (None: no guard, for a dashboard the host protects in front of Flask). The
+    requests go past Flask's views and ``before_request`` hooks: the guard is the gate."""
+    from a2wsgi import ASGIMiddleware
+
+    from cogworker import web
+
+    if not prefix.startswith("/") or prefix.endswith("/"):
+        raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
+    if guard is not None and not callable(guard):
+        raise TypeError(f"guard must be a callable (request) -> bool | Response, got {guard!r}")
+    dashboard = web.app(config(app), settings)
+    # a2wsgi types its own WSGI environ; it is the standard one
+    served = cast("WSGIApplication", ASGIMiddleware(dashboard))  # type: ignore[arg-type]
+    app.wsgi_app = _GuardedMount(  # type: ignore[method-assign]
+        app, app.wsgi_app, served, prefix, guard
+    )
+    return dashboard
+
+
+class _GuardedMount:
+    """WSGI: requests under ``prefix`` go to ``mounted`` once ``guard`` allows them; the rest
+    to ``host``."""
+
+    def __init__(
+        self,
+        app: Flask,
+        host: WSGIApplication,
+        mounted: WSGIApplication,
+        prefix: str,
+        guard: Guard | None,
+    ) -> None:
+        self.app, self.host, self.mounted = app, host, mounted
+        self.prefix, self.guard = prefix, guard
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path != self.prefix and not path.startswith(self.prefix + "/"):
+            return self.host(environ, start_response)
+        refusal = self._refusal(environ)
+        if refusal is not None:
+            return refusal(environ, start_response)
+        inner = {
+            **environ,
+            "SCRIPT_NAME": environ.get("SCRIPT_NAME", "") + self.prefix,
+            "PATH_INFO": path[len(self.prefix) :],
+        }
+        return self.mounted(inner, start_response)
+
+    def _refusal(self, environ: WSGIEnvironment) -> Response | None:
+        """None to let the request through, else the response to send."""
+        if self.guard is None:
+            return None
+        with self.app.request_context(environ):
+            decision = self.guard(request)
+            if decision is True:
+                return None
+            if decision is False:
+                return Response("Forbidden\n", 403, mimetype="text/plain")
+            if isinstance(decision, Response):
+                # as for a view's answer: after_request hooks run, the session is saved
+                return self.app.process_response(decision)  # type: ignore[arg-type]
+            raise TypeError(
+                f"the dashboard guard {self.guard!r} must return True, False or a Response, "
+                f"got {decision!r}"
+            )
