@@ -26,6 +26,7 @@ from runtime_support import cogworker_env, queue_jobs, started_workers
 from werkzeug.wrappers import Response
 
 import cogworker
+from cogworker import keys
 from cogworker.contrib import flask as cw_flask
 from cogworker.web import WebSettings
 
@@ -274,6 +275,29 @@ def test_a_worker_runs_a_job_enqueued_by_a_view_in_the_app_context(
             """app.config["COGWORKER"] set queues; the command line's value kept for """
             "concurrency, tag"
         ) in worker.output()
+
+
+def process_info(r: redis.Redis) -> dict[str, object] | None:
+    """The info of the one worker process registered, once it has written it."""
+    for identity in r.smembers(keys.PROCESSES):
+        raw = r.hget(keys.process(identity), "info")
+        if raw:
+            found: dict[str, object] = json.loads(raw)
+            return found
+    return None
+
+
+def test_a_swarm_child_keeps_a_flag_given_before_the_command(
+    r: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """The flags are read from the running command in the forked child; -c before ``swarm``
+    counts as given."""
+    args = ["-c", "2", "swarm", "-r", "contrib_flask_worker"]
+    with started_workers(tmp_path) as workers:
+        swarm = workers.start(args, worker_env(redis_url, COGWORKER_COUNT="1"))
+        info = wait_for(lambda: process_info(r), timeout=20)
+        assert (info["concurrency"], info["tag"], info["queues"]) == (2, "from-app", ["flask"])
+        swarm.wait_output("the command line's value kept for concurrency")
 
 
 def test_a_worker_refuses_a_bad_app_config_in_one_line(redis_url: str) -> None:
