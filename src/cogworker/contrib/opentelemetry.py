@@ -13,7 +13,9 @@ The push's span (``send <queue>``) is a child of the span current at the push (s
 request's), and its context travels in the payload under ``otel_context``, a JSON object of
 the propagator's headers (W3C ``traceparent`` and ``tracestate`` with the default global
 propagator). The Ruby gem and every cogworker process keep an unknown key verbatim, retries
-and dead entries included, so every attempt of a job finds it.
+and dead entries included, so every attempt of a job finds it. The span covers the client
+middleware after it and the write to Redis, except where the write comes later: a bulk push
+writes its batch after every job's span has ended, and a ``defer_push`` writes when it chooses.
 
 The run's span (``process <queue>``) covers the whole server middleware chain and ``perform``.
 Following the messaging conventions it links to the producer's context; by default it is
@@ -87,7 +89,7 @@ def instrument(
         raise TypeError(
             f"tracer_provider must be an opentelemetry TracerProvider, got {tracer_provider!r}"
         )
-    tracer = trace.get_tracer(TRACER_NAME, cogworker.__version__, tracer_provider)
+    tracer = trace.get_tracer(TRACER_NAME, cogworker.__version__, tracer_provider=tracer_provider)
     # last on the client side: the span and the context are only made for a push that every
     # other middleware let through; first on the server side: the span covers them all
     config.client_middleware.add(TracingClientMiddleware, tracer)
@@ -186,12 +188,13 @@ class TracingServerMiddleware:
                 job.get("jid"),
                 CONTEXT_KEY,
             )
-        producer = propagate.extract(headers) if headers is not None else None
-        linked = trace.get_current_span(producer).get_span_context() if producer else None
-        links = [Link(linked)] if linked is not None and linked.is_valid else []
-        if not self.parent_from_producer:
-            return otel_context.Context(), links  # a root: a trace of its own
-        return producer, links
+        own_trace = None if self.parent_from_producer else otel_context.Context()  # a root
+        if headers is None:
+            return own_trace, []
+        producer = propagate.extract(headers)
+        linked = trace.get_current_span(producer).get_span_context()
+        links = [Link(linked)] if linked.is_valid else []
+        return (producer if own_trace is None else own_trace), links
 
     def __call__(
         self,
