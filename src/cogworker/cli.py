@@ -33,13 +33,21 @@ from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.periodic.entries import PeriodicError
 from cogworker.process_state import state
-from cogworker.registry import AppLoadError, load_app
+from cogworker.registry import App, AppLoadError, load_app
 from cogworker.web.cli import web_command
 
 if TYPE_CHECKING:
     from cogworker.swarm import Child
 
-__all__ = ["AppLoadError", "WorkerFlags", "build_config", "load_app", "main", "run_worker"]
+__all__ = [
+    "AppLoadError",
+    "Boot",
+    "WorkerFlags",
+    "build_config",
+    "load_app",
+    "main",
+    "run_worker",
+]
 
 ENV_NAMES = ("APP_ENV", "RAILS_ENV", "RACK_ENV")
 WORKER_COMMANDS = ("run", "swarm")
@@ -166,11 +174,13 @@ def _environment(flag: str | None) -> str:
     return next(iter(found.values()), "development")
 
 
-def build_config(flags: WorkerFlags) -> tuple[Config, dict[str, Any]]:
-    """The worker's config (defaults, then the config file, then the flags), and the config
-    file's sections that must wait for the app's code (cron entries name its jobs)."""
+def build_config(flags: WorkerFlags, base: Config | None = None) -> tuple[Config, dict[str, Any]]:
+    """The worker's config (``base``, by default the defaults, then the config file, then the
+    flags), and the config file's sections that must wait for the app's code (cron entries
+    name its jobs)."""
     env = _environment(flags.environment)
-    config = Config(environment=env)  # validates it before it is exported
+    config = Config() if base is None else base
+    config.environment = env  # validates it before it is exported
     for name in ENV_NAMES:  # before the config file, whose ${VAR}s may read them
         os.environ[name] = env
     extras: dict[str, Any] = {}
@@ -238,21 +248,50 @@ def _setup_logs(config: Config, logfile: str | None) -> None:
 
 # -- running workers ---------------------------------------------------------------------------
 
+MISSING_APP = "missing -r MODULE_OR_FILE: the module that defines your jobs"
 
-def run_worker(flags: WorkerFlags, *, child: Child | None = None) -> None:
+
+def _load_required_app(flags: WorkerFlags) -> App:
+    if not flags.app:
+        raise click.UsageError(MISSING_APP)
+    return load_app(flags.app)
+
+
+@dataclass(frozen=True)
+class Boot:
+    """Where a worker's config and jobs come from. The CLI's own: the defaults, the config
+    file and the flags, then the ``-r`` module, which is required. A framework integration
+    hands its own to the commands as the click context's ``obj`` (``cogworker.contrib.django``:
+    its settings under the flags, the installed apps' jobs modules)."""
+
+    configure: Callable[[WorkerFlags], tuple[Config, dict[str, Any]]] = build_config
+    load: Callable[[WorkerFlags], App] = _load_required_app
+    requires_app: bool = True
+
+
+CLI_BOOT = Boot()
+
+
+def _boot() -> Boot:
+    context = click.get_current_context(silent=True)
+    found = context.find_object(Boot) if context is not None else None
+    return found if found is not None else CLI_BOOT
+
+
+def run_worker(flags: WorkerFlags, *, child: Child | None = None, boot: Boot = CLI_BOOT) -> None:
     """Boot a worker in this process; ``child`` when it is a swarm's child."""
     supervised = child is not None
     from cogworker.worker.malloc_arenas import cap_malloc_arenas
 
     cap_malloc_arenas()  # before the app or the worker starts a thread
-    config, extras = build_config(flags)
+    config, extras = boot.configure(flags)
     set_default_config(config)
     if not supervised:
         _refuse_swarm_settings(config)
     _setup_logs(config, flags.logfile)
-    if not flags.app:
-        raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
-    app = load_app(flags.app)
+    if boot.requires_app and not flags.app:
+        raise click.UsageError(MISSING_APP)
+    app = boot.load(flags)
     if not supervised:
         _refuse_swarm_settings(config)  # again: the app may have set max_memory
     registry.allow_imports(*app.packages, *config.job_packages)
@@ -276,19 +315,19 @@ def run_worker(flags: WorkerFlags, *, child: Child | None = None) -> None:
     os._exit(0)
 
 
-def run_swarm(flags: WorkerFlags) -> None:
+def run_swarm(flags: WorkerFlags, *, boot: Boot = CLI_BOOT) -> None:
     from cogworker.swarm import Swarm
     from cogworker.worker.recovery.reaped import ReapedChildren
 
-    config, _ = build_config(flags)  # validate flags and file before forking
+    config, _ = boot.configure(flags)  # validate flags and file before forking
     config.check_liveness()
-    if not flags.app:
-        raise click.UsageError("missing -r MODULE_OR_FILE: the module that defines your jobs")
+    if boot.requires_app and not flags.app:
+        raise click.UsageError(MISSING_APP)
     count, phased = swarm_count(), phased_restart()
     _setup_logs(config, flags.logfile)
     swarm = Swarm(
         count,
-        lambda child: _run_swarm_child(flags, child),
+        lambda child: _run_swarm_child(flags, child, boot),
         # basic fetch keeps no in-progress list: there is nothing to requeue
         recovery=ReapedChildren(config) if config.fetch == "reliable" else None,
         shutdown_timeout=config.shutdown_timeout,
@@ -301,10 +340,10 @@ def run_swarm(flags: WorkerFlags) -> None:
     swarm.run()
 
 
-def _run_swarm_child(flags: WorkerFlags, child: Child) -> None:
+def _run_swarm_child(flags: WorkerFlags, child: Child, boot: Boot) -> None:
     """A forked child: forget the parent's per-process state, then boot a full worker."""
     state.reset()
-    run_worker(flags, child=child)
+    run_worker(flags, child=child, boot=boot)
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -334,7 +373,7 @@ def main_group(ctx: click.Context, /, **given: Any) -> None:
     command = ctx.invoked_subcommand
     ctx.meta[REDIS_URL_META] = flags.redis_url
     if command is None:
-        run_worker(flags)
+        run_worker(flags, boot=_boot())
     elif command in WORKER_COMMANDS:
         ctx.meta[_GROUP_FLAGS_META] = flags
     else:
@@ -360,14 +399,14 @@ def _flags_for(command: str, **given: Any) -> WorkerFlags:
 @_worker_options
 def run_command(**given: Any) -> None:
     """Run a worker process."""
-    run_worker(_flags_for("run", **given))
+    run_worker(_flags_for("run", **given), boot=_boot())
 
 
 @main_group.command("swarm")
 @_worker_options
 def swarm_command(**given: Any) -> None:
     """Run COGWORKER_COUNT worker processes under a supervisor (same flags as run)."""
-    run_swarm(_flags_for("swarm", **given))
+    run_swarm(_flags_for("swarm", **given), boot=_boot())
 
 
 @main_group.command("demo")
@@ -399,23 +438,30 @@ def demo_command(jobs: int, dashboard: bool | None, keep: bool | None) -> None:
 main_group.add_command(web_command)  # imports nothing of the web extra until it runs
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: one-line errors, no tracebacks, non-zero exit codes."""
+def main(
+    argv: list[str] | None = None,
+    *,
+    group: click.Group = main_group,
+    prog_name: str = "cogworker",
+    boot: Boot = CLI_BOOT,
+) -> None:
+    """Entry point: one-line errors, no tracebacks, non-zero exit codes. (An integration runs
+    its own ``group`` of these commands with its ``boot``: ``manage.py cogworker``.)"""
     try:
-        main_group.main(args=argv, prog_name="cogworker", standalone_mode=False)
+        group.main(args=argv, prog_name=prog_name, standalone_mode=False, obj=boot)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.Abort:
         sys.exit(130)
     except click.ClickException as error:
-        click.echo(f"cogworker: {error.format_message()}", err=True)
+        click.echo(f"{prog_name}: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
     except (ConfigError, AppLoadError, PeriodicError) as error:
-        click.echo(f"cogworker: {error}", err=True)
+        click.echo(f"{prog_name}: {error}", err=True)
         sys.exit(1)
     except redis.RedisError as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        click.echo(f"cogworker: Redis error: {detail}", err=True)
+        click.echo(f"{prog_name}: Redis error: {detail}", err=True)
         sys.exit(1)
 
 
