@@ -23,7 +23,7 @@ from cogworker import keys, metrics_by_class
 from cogworker.metrics_by_class import Period
 
 DASHBOARD = re.compile(r"^demo: dashboard at (http://127\.0\.0\.1:\d+/)$", re.MULTILINE)
-REDIS = re.compile(r"^demo: private redis-server \S+ at (redis://\S+)$", re.MULTILINE)
+REDIS = re.compile(r"^demo: private (?:redis|valkey)-server \S+ at (redis://\S+)$", re.MULTILINE)
 # the demo enqueues a job every TRICKLE_INTERVAL (2 s) while it keeps running: two should run
 # in 20 s
 TRICKLE_TIMEOUT = 20

@@ -67,7 +67,7 @@ def test_the_demo_runs_on_the_embedded_server_when_path_has_none(bare_path: Path
     )
     assert result.returncode == 0, result.stdout + result.stderr
     version = ".".join(map(str, server_version(embedded())))
-    assert re.search(rf"^demo: private redis-server {re.escape(version)} at ", result.stdout, re.M)
+    assert re.search(rf"^demo: private valkey-server {re.escape(version)} at ", result.stdout, re.M)
     assert "demo: processed=5 failed attempts=2 retry set=0 dead set=1" in result.stdout
 
 

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import cogworker
 from cogworker import history, keys
@@ -112,7 +113,8 @@ def main(count: int = 20, *, dashboard: bool | None = None, keep: bool | None = 
         print(f"cogworker demo: {error}", file=sys.stderr)
         return 1
     with server:
-        print(f"demo: private redis-server {'.'.join(map(str, server.version))} at {server.url}")
+        version = ".".join(map(str, server.version))
+        print(f"demo: private {Path(server.binary).name} {version} at {server.url}")
         env = {**os.environ, "REDIS_URL": server.url, "PYTHONUNBUFFERED": "1"}
         for name in ("COGWORKER_COUNT", "PHASED_RESTART"):  # swarm settings: run refuses them
             env.pop(name, None)
