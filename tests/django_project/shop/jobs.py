@@ -27,6 +27,13 @@ class AuditJob(cogworker.Job, queue="shop", after_commit=False):
         cogworker.default_config().redis().rpush(f"test:audit:{marker}", self.jid)
 
 
+class OneReceipt(cogworker.Job, queue="shop", unique="until_executed"):
+    name = "Shop::OneReceipt"
+
+    def perform(self, order_id):
+        pass
+
+
 @cogworker.default_config().configure_server
 def _in_the_worker(config):
     # runs only if the worker imported this module after it became a worker (server=True)

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 
 import cogworker
-from cogworker import keys, testing
+from cogworker import keys, locks, testing
 from cogworker.config import ConfigError
 from cogworker.contrib.django import config
 from cogworker.contrib.django.conf import read_settings
@@ -18,7 +18,7 @@ from cogworker.contrib.django.connections import CloseDatabaseConnections
 from cogworker.contrib.django.discovery import autodiscover, load_jobs
 from cogworker.contrib.django.transaction import AfterCommit
 from cogworker.redis_server import free_port
-from shop.jobs import AuditJob, ShipOrder
+from shop.jobs import AuditJob, OneReceipt, ShipOrder
 from shop.models import Order
 
 SHOP = keys.queue("shop")
@@ -130,7 +130,9 @@ class AfterCommitTests(FlushedRedis, TransactionTestCase):
             self.assertEqual(queued_jids(), [jid])
 
     def test_the_followed_alias_is_the_one_configured(self):
-        other = cogworker.Client(cogworker.Config(defer_push=AfterCommit("other")))
+        other_config = cogworker.Config()
+        other_config.defer_push = AfterCommit(other_config, "other")
+        other = cogworker.Client(other_config)
         try:
             with transaction.atomic(using="other"):
                 jid = ShipOrder.set(client=other).perform_async(1, "other")
@@ -151,9 +153,8 @@ class AfterCommitTests(FlushedRedis, TransactionTestCase):
         self.assertEqual(queued(), [])
 
     def test_a_push_failing_at_commit_logs_its_jid_and_the_next_still_lands(self):
-        unreachable = cogworker.Config(
-            redis_url=f"redis://127.0.0.1:{free_port()}/0", defer_push=AfterCommit("default")
-        )
+        unreachable = cogworker.Config(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+        unreachable.defer_push = AfterCommit(unreachable, "default")
         lost_client = cogworker.Client(unreachable)
         try:
             with (
@@ -169,6 +170,41 @@ class AfterCommitTests(FlushedRedis, TransactionTestCase):
         self.assertIn(
             f"push after commit failed: Shop::ShipOrder jid={lost}: ConnectionError", line
         )
+
+
+class UniqueJobTests(FlushedRedis, TransactionTestCase):
+    """A unique job's lock is taken at the push; a push dropped by a rollback frees it."""
+
+    def lock_owner(self, *args):
+        job = {"class": OneReceipt.name, "queue": "shop", "args": list(args)}
+        return redis().get(keys.unique(locks.unique_digest(job)))
+
+    def test_a_duplicate_inside_the_transaction_is_refused_and_the_lock_outlives_the_commit(self):
+        with transaction.atomic():
+            first = OneReceipt.perform_async(1)
+            self.assertIsNone(OneReceipt.perform_async(1))
+            self.assertEqual(self.lock_owner(1), first)
+        self.assertEqual(queued_jids(), [first])
+        self.assertEqual(self.lock_owner(1), first)  # held while the job waits
+
+    def test_a_rolled_back_push_frees_its_lock(self):
+        with self.assertRaises(Rollback), transaction.atomic():
+            OneReceipt.perform_async(1)
+            raise Rollback
+        self.assertIsNone(self.lock_owner(1))
+        again = OneReceipt.perform_async(1)
+        self.assertIsNotNone(again)  # not refused for a day
+        self.assertEqual(queued_jids(), [again])
+
+    def test_a_rolled_back_savepoint_frees_only_its_own_pushes_locks(self):
+        with transaction.atomic():
+            kept = OneReceipt.perform_async(1)
+            with self.assertRaises(Rollback), transaction.atomic():
+                OneReceipt.perform_async(2)
+                raise Rollback
+            self.assertIsNone(self.lock_owner(2))
+            self.assertEqual(self.lock_owner(1), kept)
+        self.assertEqual(queued_jids(), [kept])
 
 
 class TestCaseConventionTests(FlushedRedis, TestCase):

@@ -48,7 +48,7 @@ def read_settings(raw: Any, databases: Mapping[str, Any]) -> tuple[Config, Djang
         )
     config = Config(**{key: value for key, value in given.items() if key not in OWN_KEYS})
     if options.after_commit:
-        config.defer_push = AfterCommit(options.database)
+        config.defer_push = AfterCommit(config, options.database)
     config.server_middleware.prepend(CloseDatabaseConnections)
     return config, options
 

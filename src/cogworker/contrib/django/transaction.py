@@ -14,15 +14,25 @@ payload is encoded, so it never reaches Redis.
 Once the transaction has committed a failed push can't undo it: each held push is tried in
 turn, and one that fails logs an ERROR line naming each of its jobs instead of raising out of
 the commit (which would also drop the pushes queued after it).
+
+A unique job took its lock when it was pushed (the client middleware runs at once, so a
+duplicate inside the transaction is refused as usual). A held push that is never sent frees
+the locks of its jobs, owner-checked: Django has no rollback hook, but it drops a rolled-back
+block's callbacks, and the held push notices that it was dropped unsent (a weakref finalizer:
+at once in CPython, as nothing else refers to it). Without that, an identical job would be
+refused until the lock's TTL (a day by default).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 
 from django.db import connections, transaction  # type: ignore[import-untyped]
 
+from cogworker import keys, locks, testing
+from cogworker.config import Config
 from cogworker.wire import Payload
 
 AFTER_COMMIT = "after_commit"
@@ -31,9 +41,11 @@ logger = logging.getLogger("cogworker.contrib.django")
 
 
 class AfterCommit:
-    """``defer_push`` for the database alias ``using``."""
+    """``defer_push`` of ``config`` (whose Redis holds its unique locks) for the database
+    alias ``using``."""
 
-    def __init__(self, using: str) -> None:
+    def __init__(self, config: Config, using: str) -> None:
+        self.config = config
         self.using = using
 
     def __call__(self, jobs: list[Payload], send: Callable[[], None]) -> bool:
@@ -41,7 +53,7 @@ class AfterCommit:
             return False
         connection = connections[self.using]
         if connection.in_atomic_block:
-            transaction.on_commit(lambda: _send_logged(jobs, send), using=self.using)
+            transaction.on_commit(HeldPush(self.config, jobs, send), using=self.using)
             return True
         if connection.connection is not None and not connection.autocommit:
             raise transaction.TransactionManagementError(
@@ -70,15 +82,41 @@ def _wants_commit(jobs: list[Payload]) -> bool:
     return choices != {False}
 
 
-def _send_logged(jobs: list[Payload], send: Callable[[], None]) -> None:
-    try:
-        send()
-    except Exception as error:
-        for job in jobs:
-            logger.error(
-                "push after commit failed: %s jid=%s: %s: %s",
-                job["class"],
-                job["jid"],
-                type(error).__name__,
-                str(error).splitlines()[0] if str(error) else "",
-            )
+class HeldPush:
+    """A push waiting for the commit: Django calls it then, or drops it on a rollback."""
+
+    def __init__(self, config: Config, jobs: list[Payload], send: Callable[[], None]) -> None:
+        self.jobs = jobs
+        self.send = send
+        self.outcome = {"sent": False}  # read by the finalizer, which can't refer to self
+        unsent = weakref.finalize(self, _free_unique_locks, config, jobs, self.outcome)
+        unsent.atexit = False  # a process ending inside a transaction: the TTL frees them
+
+    def __call__(self) -> None:
+        try:
+            self.send()
+        except Exception as error:
+            text = str(error).splitlines()[0] if str(error) else ""
+            for job in self.jobs:
+                logger.error(
+                    "push after commit failed: %s jid=%s: %s: %s",
+                    job["class"],
+                    job["jid"],
+                    type(error).__name__,
+                    text,
+                )
+        else:
+            self.outcome["sent"] = True
+
+
+def _free_unique_locks(config: Config, jobs: list[Payload], outcome: dict[str, bool]) -> None:
+    if outcome["sent"]:
+        return
+    for job in jobs:
+        if not locks.is_until_executed(job):
+            continue
+        key, jid = keys.unique(locks.unique_digest(job)), str(job["jid"])
+        if testing.active():
+            testing.memory.release_lock(key, jid)
+        else:
+            locks.release_key(config.redis(), key, jid)  # a failure is retried, not raised
