@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cogworker import connection
+from cogworker import connection, redis_url
 from cogworker.middleware import Chain
 from cogworker.periodic.entries import PeriodicSchedule
 from cogworker.periodic.running_lock import RunningLockMiddleware
@@ -107,8 +107,18 @@ def _redis_url(name: str, value: Any) -> str:
         if not from_environment:
             return connection.DEFAULT_URL
         name, value = "REDIS_URL", from_environment
-    if not isinstance(value, str) or not value.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"{name} must start with redis://, rediss:// or unix://, got {value!r}")
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be a Redis URL string, got {value!r}")
+    shown = redis_url.without_credentials(value) if "@" in value or "?" in value else value
+    if not value.startswith(redis_url.SCHEMES):
+        raise ConfigError(
+            f"{name} must start with redis://, rediss://, unix:// or redis+sentinel://, "
+            f"got {shown!r}"
+        )
+    try:
+        redis_url.check_url(value)
+    except ValueError as error:
+        raise ConfigError(f"{name} {shown!r}: {str(error).rstrip('.')}") from None
     return value
 
 
