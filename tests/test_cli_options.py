@@ -26,7 +26,7 @@ from conftest import wait_for
 from runtime_support import StartWorker, Worker, cogworker_env, release, started_workers
 
 import cogworker
-from cogworker import cli, keys
+from cogworker import boot, cli, keys
 from cogworker.redis_server import RedisServer
 from cogworker.swarm import Swarm
 
@@ -352,5 +352,5 @@ def test_swarm_count_from_the_environment(
         monkeypatch.delenv("COGWORKER_COUNT", raising=False)
     else:
         monkeypatch.setenv("COGWORKER_COUNT", value)
-    assert cli.swarm_count() == expected
+    assert boot.swarm_count() == expected
     assert os.environ.get("COGWORKER_COUNT") == value

@@ -368,7 +368,7 @@ def test_an_invalid_redis_url_env_is_an_error_naming_it(
     with pytest.raises(cogworker.ConfigError) as raised:
         cogworker.Config()
     assert str(raised.value) == (
-        f"REDIS_URL must start with redis://, rediss:// or unix://, got {bad!r}"
+        f"REDIS_URL must start with redis://, rediss://, unix:// or redis+sentinel://, got {bad!r}"
     )
     # an explicit URL doesn't read the environment at all
     assert cogworker.Config(redis_url="redis://given:1/0").redis_url == "redis://given:1/0"
@@ -684,3 +684,26 @@ def test_a_presence_shorter_than_three_heartbeats_is_refused_when_a_worker_boots
     )
     cogworker.Config(heartbeat_interval=1, presence_ttl=3).check_liveness()
     cogworker.Config().check_liveness()
+
+
+# -- pinned options: the operator's settings outrank an app's ---------------------------------
+
+
+def test_update_unpinned_leaves_what_the_operator_pinned() -> None:
+    config = cogworker.Config(concurrency=3, queues=["a"])
+    config.pin(["concurrency"])
+    kept = config.update_unpinned({"concurrency": 8, "queues": ["b"], "tag": "web"})
+    assert kept == ["concurrency"]
+    assert (config.concurrency, config.queues, config.tag) == (3, ["b"], "web")
+    with pytest.raises(cogworker.ConfigError, match="unknown option 'concurency'"):
+        config.update_unpinned({"concurency": 2})
+    with pytest.raises(cogworker.ConfigError, match="can't pin unknown option 'nope'"):
+        config.pin(["nope"])
+    with pytest.raises(cogworker.ConfigError, match="pinned is not an option"):
+        config.pinned = frozenset()  # type: ignore[misc]
+
+
+def test_a_config_file_pins_the_options_it_sets(tmp_path: Path) -> None:
+    config = cogworker.Config()
+    config_file.apply(config, write(tmp_path, "concurrency: 4\ntag: ops\n"))
+    assert config.pinned == {"concurrency", "tag"}

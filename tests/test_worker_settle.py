@@ -50,7 +50,7 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import cli, keys, registry, wire
+from cogworker import keys, registry, wire
 from cogworker.fetch import Work
 from cogworker.identity import new_identity
 from cogworker.locks import unique_digest
@@ -664,7 +664,7 @@ def test_load_app_registers_job_classes_for_a_manager_started_later(
     monkeypatch.setattr(registry, "_classes", dict(registry._classes))
     with pytest.raises(registry.UnknownJobError):
         registry.resolve("Hard::Eager")
-    cli.load_app(str(module))
+    registry.load_app(str(module))
     job_class = registry.resolve("Hard::Eager")  # registered before any thread exists
     assert job_class.__name__ == "EagerJob"
     assert registry.resolve("hard_loaded_app.EagerJob") is job_class

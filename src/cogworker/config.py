@@ -286,6 +286,7 @@ class Config:
 
     def __init__(self, **options: Any) -> None:
         object.__setattr__(self, "server", False)
+        object.__setattr__(self, "pinned", frozenset())
         object.__setattr__(self, "_redis", None)
         object.__setattr__(self, "_redis_lock", threading.Lock())
         object.__setattr__(self, "periodic", PeriodicSchedule())
@@ -309,6 +310,8 @@ class Config:
         if name == "server":
             object.__setattr__(self, name, bool(value))
             return
+        if name == "pinned":
+            raise ConfigError("pinned is not an option: use config.pin(names)")
         entry = _OPTIONS.get(name)
         if entry is None:
             raise ConfigError(f"unknown option {name!r}")
@@ -320,6 +323,20 @@ class Config:
         """Set several options; the first invalid one raises and names itself."""
         for name, value in options.items():
             setattr(self, name, value)
+
+    def pin(self, names: Iterable[str]) -> None:
+        """Mark options as the operator's (the worker's flags and config file): an app's own
+        settings applied with ``update_unpinned`` leave them as they are."""
+        unknown = sorted(set(names) - OPTION_NAMES)
+        if unknown:
+            raise ConfigError(f"can't pin unknown option {unknown[0]!r}")
+        object.__setattr__(self, "pinned", self.pinned | frozenset(names))
+
+    def update_unpinned(self, options: Mapping[str, Any]) -> list[str]:
+        """Set the options the operator didn't pin; returns the names left as pinned."""
+        kept = [name for name in options if name in self.pinned]
+        self.update({name: value for name, value in options.items() if name not in self.pinned})
+        return kept
 
     def check_liveness(self) -> None:
         """Refuse a presence that could expire while this process lives: it must outlast
@@ -370,6 +387,9 @@ class Config:
 
     server: bool
     """True in a worker process (set by the CLI before the app's code is imported)."""
+
+    pinned: frozenset[str]
+    """The options the worker's command line set (its flags and ``-C`` file): ``pin``."""
 
     def configure_server(self, block: Callable[[Config], object]) -> Callable[[Config], object]:
         """Run ``block(config)`` now if this is a worker process; usable as a decorator."""

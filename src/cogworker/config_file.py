@@ -126,11 +126,13 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def apply(config: Config, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load ``path`` into ``config``; returns the keys that are not Config options."""
+    """Load ``path`` into ``config`` and pin the options it sets (they are the operator's:
+    ``Config.pin``); returns the keys that are not Config options."""
     options = load(path)
     extras = {key: options.pop(key) for key in list(options) if key in EXTRA_KEYS}
     try:
         config.update(options)
     except ConfigError as error:
         raise ConfigError(f"config file {path}: {error}") from None
+    config.pin(options)
     return extras

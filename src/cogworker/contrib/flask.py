@@ -54,7 +54,6 @@ __all__ = [
     "client",
     "config",
     "mount_dashboard",
-    "operator_options",
 ]
 
 CONFIG_KEY = "COGWORKER"
@@ -62,16 +61,6 @@ EXTENSION_KEY = "cogworker"
 Guard = Callable[[Request], "bool | Response"]
 """Decides on a dashboard request: True lets it through, False answers 403, a Response is sent
 instead (a redirect to the login page, say)."""
-
-# worker flag (cli.WorkerFlags field) -> the option it sets, as cli.build_config applies them
-_FLAG_OPTIONS = {
-    "concurrency": "concurrency",
-    "queues": "queues",
-    "timeout": "shutdown_timeout",
-    "redis_url": "redis_url",
-    "log_level": "log_level",
-    "environment": "environment",
-}
 
 logger = logging.getLogger("cogworker")
 
@@ -188,8 +177,10 @@ def _configure_worker(worker: Config, app: Flask, options: Mapping[str, Any]) ->
             f"this worker already runs its jobs in Flask app {arguments[0].name!r}: "
             f"a worker process serves one Flask app, not also {app.name!r}"
         )
-    kept = sorted(operator_options() & set(options))
-    _update(worker, {name: value for name, value in options.items() if name not in kept})
+    try:
+        kept = sorted(worker.update_unpinned(options))  # the flags and -C file win
+    except ConfigError as error:
+        raise ConfigError(f'app.config["{CONFIG_KEY}"]: {error}') from None
     worker.server_middleware.prepend(FlaskAppContext, app)
     applied = sorted(set(options) - set(kept))
     logger.info(
@@ -201,40 +192,6 @@ def _configure_worker(worker: Config, app: Flask, options: Mapping[str, Any]) ->
         ", ".join(kept) or "nothing",
     )
     return worker
-
-
-def operator_options() -> set[str]:
-    """The options this worker's command line set: its flags and the keys of its ``-C`` file.
-
-    Read from the running ``cogworker`` command's click context (a swarm's forked child still
-    runs inside it); empty when the worker was started some other way.
-    """
-    import click
-
-    from cogworker import cli
-
-    names: set[str] = set()
-    context = click.get_current_context(silent=True)
-    if context is None or context.find_root().command is not cli.main_group:
-        return names
-    while context is not None:
-        names |= _options_of(context.params.items())
-        context = context.parent
-    return names
-
-
-def _options_of(params: Iterable[tuple[str, Any]]) -> set[str]:
-    names: set[str] = set()
-    for flag, value in params:
-        if value in (None, ()):
-            continue
-        if flag == "config_path":
-            from cogworker import config_file
-
-            names |= set(config_file.load(value)) - config_file.EXTRA_KEYS
-        elif flag in _FLAG_OPTIONS:
-            names.add(_FLAG_OPTIONS[flag])
-    return names
 
 
 def _state(app: Flask | None) -> _AppState:

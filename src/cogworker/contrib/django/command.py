@@ -18,7 +18,7 @@ from typing import Any
 import click
 from django.apps import apps  # type: ignore[import-untyped]
 
-from cogworker import cli
+from cogworker import boot, cli
 from cogworker.config import Config
 from cogworker.contrib.django.apps import CogworkerAppConfig
 from cogworker.contrib.django.discovery import load_jobs
@@ -31,16 +31,16 @@ def _app() -> CogworkerAppConfig:
     return app
 
 
-def worker_config(flags: cli.WorkerFlags) -> tuple[Config, dict[str, Any]]:
-    """The settings' config under the config file and the flags (``cli.build_config``)."""
+def worker_config(flags: boot.WorkerFlags) -> tuple[Config, dict[str, Any]]:
+    """The settings' config under the config file and the flags (``boot.build_config``)."""
     app = _app()
     given_environment = app.options.given.get("environment")
     if flags.environment is None and given_environment is not None:
         flags = dataclasses.replace(flags, environment=given_environment)
-    return cli.build_config(flags, app.config)
+    return boot.build_config(flags, app.config)
 
 
-DJANGO_BOOT = cli.Boot(
+DJANGO_BOOT = boot.Boot(
     configure=worker_config,
     load=lambda flags: load_jobs(flags.app),
     requires_app=False,
