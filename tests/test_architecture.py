@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,21 @@ def test_the_key_prefixes_it_cites_are_the_ones_keys_builds(sample: str) -> None
     built = {value for value in vars(keys).values() if isinstance(value, str)}
     assert sample.rsplit(":", 1)[0] + ":" in cited
     assert sorted(key for key in cited if key not in built) == []
+
+
+def test_the_contrib_contract_covers_every_module_of_the_core() -> None:
+    """A module added to the core is one the contract must hold too: the list in
+    pyproject.toml names every top-level module and package of cogworker but contrib."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [
+        entry
+        for entry in contracts["contracts"]
+        if entry.get("forbidden_modules") == ["cogworker.contrib"]
+    ]
+    core = {
+        f"cogworker.{path.stem}"
+        for path in PACKAGE.iterdir()
+        if path.name not in ("contrib", "__init__.py", "__main__.py", "__pycache__")
+        and ((path.suffix == ".py") or (path / "__init__.py").exists())
+    }
+    assert set(contract["source_modules"]) == core

@@ -1,5 +1,7 @@
 """What a worker says at boot: the banner comes before any job's line and shows each queue
-once with its weight; an app module that registers no job class is a WARNING naming it."""
+once with its weight; an app module that registers no job class is a WARNING naming it. And at
+its end: the shutdown handlers run after the stop, one that raises logged and not stopping the
+others."""
 
 from __future__ import annotations
 
@@ -50,6 +52,37 @@ JOBS = textwrap.dedent(
     """
 )
 
+HANDLERS = textwrap.dedent(
+    """
+    import os
+
+    import cogworker
+    from cogworker import keys
+
+    config = cogworker.default_config()
+
+
+    def broken():
+        raise RuntimeError("flush refused")
+
+
+    def note_the_stop():
+        # what the worker still holds when the handler runs: nothing, it has stopped
+        identity = next(iter(config.redis().smembers(keys.PROCESSES)), "none")
+        config.redis().rpush("test:shutdown", f"ran pid={os.getpid()} listed={identity}")
+
+
+    config.shutdown_handlers = [broken, note_the_stop]
+
+
+    class BootJob(cogworker.Job):
+        name = "BootJob"
+
+        def perform(self):
+            pass
+    """
+)
+
 BANNER = re.compile(r"INFO: cogworker \S+ started, identity=\S+ concurrency=2 queues=(\S+) ")
 
 
@@ -57,6 +90,7 @@ BANNER = re.compile(r"INFO: cogworker \S+ started, identity=\S+ concurrency=2 qu
 def start_worker(tmp_path: Path, redis_url: str) -> Iterator[StartWorker]:
     (tmp_path / "boot_jobs.py").write_text(JOBS)
     (tmp_path / "no_jobs.py").write_text("import cogworker\n\nSETTING = 1\n")
+    (tmp_path / "handlers.py").write_text(HANDLERS)
     with started_workers(tmp_path) as workers:
 
         def start(*args: str) -> Worker:
@@ -107,3 +141,15 @@ def test_an_app_module_without_job_classes_is_a_warning_at_boot(
     banner = next(i for i, line in enumerate(lines) if "started, identity=" in line)
     assert lines.index(warning) < banner
     assert r.scard(keys.PROCESSES) == 0
+
+
+def test_shutdown_handlers_run_after_the_stop_and_a_failing_one_is_logged(
+    start_worker: StartWorker, r: redis.Redis
+) -> None:
+    worker = start_worker("run", "-r", "handlers")
+    worker.identity(r)
+    assert r.lrange("test:shutdown", 0, -1) == []  # not before the stop
+    assert worker.stop() == 0
+    assert r.lrange("test:shutdown", 0, -1) == [f"ran pid={worker.pid} listed=none"]
+    [failed] = [line for line in worker.output().splitlines() if "shutdown handler" in line]
+    assert re.search(r" WARNING: shutdown handler <function broken .*RuntimeError: flush", failed)

@@ -199,9 +199,20 @@ def run_worker(flags: WorkerFlags, *, child: Child | None = None, boot: Boot = C
     launcher = Launcher(config, child=child)
     launcher.install_signal_handlers()
     launcher.run()
+    _run_shutdown_handlers(config)
     logs.flush_output()
-    # don't wait for threads still stuck in a job: their work is back on its queue
+    # don't wait for threads still stuck in a job: their work is back on its queue (and
+    # atexit handlers don't run: what must happen at exit is a shutdown handler)
     os._exit(0)
+
+
+def _run_shutdown_handlers(config: Config) -> None:
+    for handler in config.shutdown_handlers:
+        try:
+            handler()
+        except Exception as error:
+            name = type(error).__name__
+            logger.warning("shutdown handler %r failed: %s: %s", handler, name, error)
 
 
 def run_swarm(flags: WorkerFlags, *, boot: Boot = CLI_BOOT) -> None:
