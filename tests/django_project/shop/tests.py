@@ -2,8 +2,10 @@
 tests/test_contrib_django.py runs): SQLite files, the real Redis of ``$REDIS_URL``."""
 
 import json
+import os
 from typing import ClassVar
 
+import redis as redis_py
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
@@ -16,7 +18,7 @@ from cogworker.contrib.django import config
 from cogworker.contrib.django.conf import read_settings
 from cogworker.contrib.django.connections import CloseDatabaseConnections
 from cogworker.contrib.django.discovery import autodiscover, load_jobs
-from cogworker.contrib.django.transaction import AfterCommit
+from cogworker.contrib.django.transaction import AfterCommit, PushAtOnce
 from cogworker.redis_server import free_port
 from shop.jobs import AuditJob, OneReceipt, ShipOrder
 from shop.models import Order
@@ -171,6 +173,98 @@ class AfterCommitTests(FlushedRedis, TransactionTestCase):
             f"push after commit failed: Shop::ShipOrder jid={lost}: ConnectionError", line
         )
 
+    def test_a_push_dropped_on_a_rollback_logs_one_line_with_its_jid(self):
+        with (
+            self.assertLogs("cogworker.contrib.django", "INFO") as logged,
+            self.assertRaises(Rollback),
+            transaction.atomic(),
+        ):
+            doomed = ShipOrder.perform_async(1, "doomed")
+            raise Rollback
+        self.assertEqual(
+            logged.output,
+            [
+                f"INFO:cogworker.contrib.django:not pushed: Shop::ShipOrder jid={doomed}: its "
+                "transaction rolled back, or an earlier on_commit callback failed"
+            ],
+        )
+
+    def test_a_push_dropped_after_a_failing_on_commit_callback_is_logged_not_silent(self):
+        def broken():
+            raise RuntimeError("an earlier callback failed")
+
+        with (
+            self.assertLogs("cogworker.contrib.django", "INFO") as logged,
+            self.assertRaisesMessage(RuntimeError, "an earlier callback failed"),
+            transaction.atomic(),
+        ):
+            transaction.on_commit(broken)  # not robust: Django drops the callbacks after it
+            first, second = ShipOrder.perform_bulk([[1, "lost"], [2, "lost"]])
+        self.assertEqual(queued(), [])
+        self.assertEqual(len(logged.output), 2, logged.output)  # one line per job
+        for jid, line in zip((first, second), logged.output, strict=True):
+            self.assertIn(f"not pushed: Shop::ShipOrder jid={jid}: ", line)
+
+    def test_a_sent_push_logs_nothing_at_info(self):
+        with self.assertNoLogs("cogworker.contrib.django", "INFO"), transaction.atomic():
+            ShipOrder.perform_async(1, "sent")
+        self.assertEqual(len(queued()), 1)
+
+
+class AfterCommitOffTests(FlushedRedis, TransactionTestCase):
+    """``COGWORKER = {"after_commit": False}``: no push waits, and the per-job key still never
+    reaches Redis (checked on the raw bytes there)."""
+
+    def setUp(self):
+        super().setUp()
+        self.off, _ = read_settings({"after_commit": False}, settings.DATABASES)
+        self.client_off = cogworker.Client(self.off)
+        self.raw = redis_py.Redis.from_url(os.environ["REDIS_URL"])
+
+    def tearDown(self):
+        self.raw.close()
+        self.client_off.close()
+        super().tearDown()
+
+    def test_the_key_is_taken_out_before_the_push(self):
+        with transaction.atomic():
+            per_call = ShipOrder.set(client=self.client_off, after_commit=False).perform_async(
+                1, "now"
+            )
+            by_class = AuditJob.set(client=self.client_off).perform_async("now")
+            held_anyway = ShipOrder.set(client=self.client_off, after_commit=True).perform_async(
+                2, "now"
+            )
+            self.assertEqual(queued_jids(), [per_call, by_class, held_anyway])  # none waits
+        raw = self.raw.lrange(SHOP, 0, -1)
+        self.assertEqual(len(raw), 3)
+        self.assertTrue(all(b"after_commit" not in payload for payload in raw), raw)
+
+    def test_a_bad_value_is_still_refused_naming_it(self):
+        with self.assertRaisesMessage(
+            ValueError, "Shop::ShipOrder: after_commit must be True or False, got 'yes'"
+        ):
+            ShipOrder.set(client=self.client_off, after_commit="yes").perform_async(1, "x")
+        self.assertEqual(queued(), [])
+
+    def test_your_own_defer_push_sees_the_payloads_without_the_key(self):
+        held = []
+
+        def mine(jobs, send):
+            held.append((jobs, send))
+            return True
+
+        own, _ = read_settings({"after_commit": False, "defer_push": mine}, settings.DATABASES)
+        with cogworker.Client(own) as client:
+            jid = AuditJob.set(client=client).perform_async("mine")
+            self.assertEqual(queued(), [])  # mine took it
+            ((jobs, send),) = held
+            self.assertEqual([job["jid"] for job in jobs], [jid])
+            self.assertNotIn("after_commit", jobs[0])
+            send()
+        self.assertEqual(queued_jids(), [jid])
+        self.assertNotIn(b"after_commit", self.raw.lindex(SHOP, 0))
+
 
 class UniqueJobTests(FlushedRedis, TransactionTestCase):
     """A unique job's lock is taken at the push; a push dropped by a rollback frees it."""
@@ -306,7 +400,8 @@ class SettingsTests(SimpleTestCase):
 
     def test_after_commit_false_and_another_database(self):
         off, _ = read_settings({"after_commit": False}, settings.DATABASES)
-        self.assertIsNone(off.defer_push)
+        self.assertIsInstance(off.defer_push, PushAtOnce)
+        self.assertIsNone(off.defer_push.inner)
         other, options = read_settings({"database": "other"}, settings.DATABASES)
         self.assertEqual((other.defer_push.using, options.database), ("other", "other"))
 
@@ -327,7 +422,7 @@ class SettingsTests(SimpleTestCase):
 
     def test_your_own_defer_push_is_honoured_with_after_commit_off(self):
         mine, _ = read_settings({"after_commit": False, "defer_push": print}, settings.DATABASES)
-        self.assertIs(mine.defer_push, print)
+        self.assertIs(mine.defer_push.inner, print)
 
 
 class DiscoveryTests(SimpleTestCase):

@@ -3,7 +3,9 @@
 Keys are ``Config`` option names, plus two of this integration's own:
 
 * ``after_commit`` (default True): hold a push made inside ``transaction.atomic()`` until the
-  transaction commits (``transaction.AfterCommit``); False pushes at once, always;
+  transaction commits (``transaction.AfterCommit``); False pushes at once, always (the
+  per-job key is still checked and taken out of the payload: ``transaction.PushAtOnce``,
+  around a ``defer_push`` of your own if you set one);
 * ``database`` (default ``"default"``): the alias of ``settings.DATABASES`` whose transactions
   a push follows. An atomic block on another alias does not hold a push back.
 
@@ -23,7 +25,7 @@ from django.db import DEFAULT_DB_ALIAS  # type: ignore[import-untyped]
 
 from cogworker.config import OPTION_NAMES, Config, ConfigError
 from cogworker.contrib.django.connections import CloseDatabaseConnections
-from cogworker.contrib.django.transaction import AfterCommit
+from cogworker.contrib.django.transaction import AfterCommit, PushAtOnce
 
 SETTING = "COGWORKER"
 OWN_KEYS = frozenset({"after_commit", "database"})
@@ -49,6 +51,8 @@ def read_settings(raw: Any, databases: Mapping[str, Any]) -> tuple[Config, Djang
     config = Config(**{key: value for key, value in given.items() if key not in OWN_KEYS})
     if options.after_commit:
         config.defer_push = AfterCommit(config, options.database)
+    else:
+        config.defer_push = PushAtOnce(config.defer_push)
     config.server_middleware.prepend(CloseDatabaseConnections)
     return config, options
 

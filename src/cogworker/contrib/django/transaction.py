@@ -20,7 +20,9 @@ duplicate inside the transaction is refused as usual). A held push that is never
 the locks of its jobs, owner-checked: Django has no rollback hook, but it drops a rolled-back
 block's callbacks, and the held push notices that it was dropped unsent (a weakref finalizer:
 at once in CPython, as nothing else refers to it). Without that, an identical job would be
-refused until the lock's TTL (a day by default).
+refused until the lock's TTL (a day by default). It also logs an INFO line per job: on a
+rollback that is intended, but Django drops the rest of the callbacks too when an earlier
+``on_commit`` callback (not ``robust``) raised, and the job must not vanish without a word.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from django.db import connections, transaction  # type: ignore[import-untyped]
 
@@ -64,6 +67,25 @@ class AfterCommit:
         return False
 
 
+DeferPush = Callable[[list[Payload], Callable[[], None]], bool]
+
+
+class PushAtOnce:
+    """``defer_push`` with ``after_commit`` off in the settings: every push is sent at once
+    (or as ``inner``, your own ``defer_push``, decides), with the key checked and taken out
+    of the payloads first."""
+
+    def __init__(self, inner: DeferPush | None = None) -> None:
+        self.inner = inner
+
+    def __call__(self, jobs: list[Payload], send: Callable[[], None]) -> bool:
+        _wants_commit(jobs)
+        return self.inner is not None and bool(self.inner(jobs, send))
+
+    def __repr__(self) -> str:
+        return f"PushAtOnce({self.inner!r})"
+
+
 def _wants_commit(jobs: list[Payload]) -> bool:
     """Whether these jobs wait for the commit (each job's ``after_commit``, default True),
     with the key taken out of every payload."""
@@ -89,7 +111,7 @@ class HeldPush:
         self.jobs = jobs
         self.send = send
         self.outcome = {"sent": False}  # read by the finalizer, which can't refer to self
-        unsent = weakref.finalize(self, _free_unique_locks, config, jobs, self.outcome)
+        unsent = weakref.finalize(self, _dropped_unsent, config, jobs, self.outcome)
         unsent.atexit = False  # a process ending inside a transaction: the TTL frees them
 
     def __call__(self) -> None:
@@ -109,9 +131,20 @@ class HeldPush:
             self.outcome["sent"] = True
 
 
-def _free_unique_locks(config: Config, jobs: list[Payload], outcome: dict[str, bool]) -> None:
+def _dropped_unsent(config: Config, jobs: list[Payload], outcome: dict[str, Any]) -> None:
     if outcome["sent"]:
         return
+    for job in jobs:
+        logger.info(
+            "not pushed: %s jid=%s: its transaction rolled back, or an earlier on_commit "
+            "callback failed",
+            job["class"],
+            job["jid"],
+        )
+    _free_unique_locks(config, jobs)
+
+
+def _free_unique_locks(config: Config, jobs: list[Payload]) -> None:
     for job in jobs:
         if not locks.is_until_executed(job):
             continue
