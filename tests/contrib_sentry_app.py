@@ -3,8 +3,9 @@
 Sentry is initialised with a transport that appends every event it is given, as one JSON
 line, to the file named by ``$SENTRY_EVENTS_FILE`` (no DSN: nothing leaves the process). The
 JSON object in ``$CONTRIB_SENTRY_OPTIONS`` holds the options of
-``cogworker.contrib.sentry.instrument`` (``"scrub": true`` installs ``last_four``) and, under
-``"sentry"``, more options of ``sentry_sdk.init``.
+``cogworker.contrib.sentry.instrument`` (``"scrub": true`` installs ``last_four``), under
+``"sentry"`` more options of ``sentry_sdk.init``, and ``"held": true`` makes the transport
+hold its events until it is flushed, as a real one's queue does.
 """
 
 from __future__ import annotations
@@ -32,8 +33,30 @@ class FileTransport(Transport):
         event = envelope.get_event()
         if event is None:  # sessions and other items: not events
             return
+        self.write([event])
+
+    def write(self, events: list[Any]) -> None:
         with self.lock, open(self.path, "a", encoding="utf-8") as out:
-            out.write(json.dumps(event, default=str) + "\n")
+            out.write("".join(json.dumps(event, default=str) + "\n" for event in events))
+
+
+class HeldTransport(FileTransport):
+    """Writes what it holds only when flushed: an event not flushed is lost."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.held: list[Any] = []
+
+    def capture_envelope(self, envelope: Envelope) -> None:
+        event = envelope.get_event()
+        if event is not None:
+            with self.lock:
+                self.held.append(event)
+
+    def flush(self, timeout: float, callback: Any = None) -> None:
+        with self.lock:
+            events, self.held = self.held, []
+        self.write(events)
 
 
 def last_four(args: list[Any]) -> list[Any]:
@@ -43,8 +66,9 @@ def last_four(args: list[Any]) -> list[Any]:
 
 
 options = json.loads(os.environ.get("CONTRIB_SENTRY_OPTIONS", "{}"))
+transport_class = HeldTransport if options.pop("held", False) else FileTransport
 sentry_sdk.init(
-    transport=FileTransport(os.environ["SENTRY_EVENTS_FILE"]),
+    transport=transport_class(os.environ["SENTRY_EVENTS_FILE"]),
     **options.pop("sentry", {}),
 )
 if options.pop("scrub", False):
@@ -71,3 +95,13 @@ class ThanksJob(cogworker.Job):
 
     def perform(self) -> None:
         pass
+
+
+class FlakyJob(cogworker.Job):
+    """Fails its first run only (counted in Redis under its ``key``), then succeeds."""
+
+    name = "Contrib::Sentry::Flaky"
+
+    def perform(self, key: str) -> None:
+        if cogworker.default_config().redis().incr(key) == 1:
+            raise ConnectionError("gateway timed out")

@@ -13,6 +13,7 @@ import json
 import logging
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,19 @@ import pytest
 import redis
 import sentry_sdk
 from conftest import wait_for
-from runtime_support import cogworker_env, started_workers, zset_entries
+from runtime_support import (
+    ExplodingMiddleware,
+    Worker,
+    cogworker_env,
+    started_workers,
+    zset_entries,
+)
 from sentry_sdk.envelope import Envelope
 from sentry_sdk.transport import Transport
 
 import cogworker
 from cogworker import keys, testing
+from cogworker.api.sets import retry_set
 from cogworker.contrib import sentry as cogworker_sentry
 from cogworker.execute import execute
 
@@ -37,29 +45,41 @@ WORKER_CONFIG = "poll_interval: 0.2\nconcurrency: 2\n"
 # -- a real worker ------------------------------------------------------------------------------
 
 
+@dataclass
+class SentryWorker:
+    process: Worker
+    events_file: Path
+
+    def events(self) -> list[dict[str, Any]]:
+        return read_events(self.events_file)
+
+
 @pytest.fixture
 def start_worker(tmp_path: Path, r: redis.Redis, redis_url: str) -> Iterator[Any]:
-    """Starts a worker with the given options; returns the file its events are written to."""
+    """Starts a worker with the given options (see tests/contrib_sentry_app.py)."""
     (tmp_path / "worker.yml").write_text(WORKER_CONFIG)
     with started_workers(tmp_path) as workers:
 
-        def start(**options: Any) -> Path:
+        def start(**options: Any) -> SentryWorker:
             events = tmp_path / f"events-{len(workers.started)}.jsonl"
             env = cogworker_env(
                 redis_url,
                 SENTRY_EVENTS_FILE=str(events),
                 CONTRIB_SENTRY_OPTIONS=json.dumps(options),
             )
-            workers.start(["run", "-r", str(APP), "-C", "worker.yml"], env)
-            return events
+            return SentryWorker(
+                workers.start(["run", "-r", str(APP), "-C", "worker.yml"], env), events
+            )
 
         yield start
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """The events written so far; a last line without its newline is still being written."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+    return [json.loads(line) for line in lines]
 
 
 def of_job(events: list[dict[str, Any]], jid: str) -> list[dict[str, Any]]:
@@ -85,14 +105,14 @@ def exception_of(event: dict[str, Any]) -> dict[str, Any]:
 def test_every_failure_is_one_event_saying_whether_the_job_will_be_retried(
     start_worker: Any, config: cogworker.Config, r: redis.Redis
 ) -> None:
-    events_file = start_worker()
+    worker = start_worker()
     client = cogworker.Client(config)
     thanks = push(client, "Contrib::Sentry::Thanks")
     declined = push(client, CHARGE, "4242424242424242", 10)
     stolen = push(client, CHARGE, "stolen", 20, retry=5)
     wait_for(lambda: {declined, stolen} <= dead_jids(r), timeout=20)
     wait_for(lambda: r.get(keys.STATS_PROCESSED) == "1")  # the one success
-    events = read_events(events_file)
+    events = worker.events()
 
     assert of_job(events, thanks) == []
     first, last = of_job(events, declined)  # retried once (retry_in: at once), then dead
@@ -132,7 +152,7 @@ def test_every_failure_is_one_event_saying_whether_the_job_will_be_retried(
 def test_report_after_retries_sends_only_the_final_failure_with_scrubbed_args(
     start_worker: Any, config: cogworker.Config, r: redis.Redis
 ) -> None:
-    events_file = start_worker(
+    worker = start_worker(
         sentry={"data_collection": {"queues": True}}, report_after_retries=True, scrub=True
     )
     jid = push(cogworker.Client(config), CHARGE, "4242424242424242", 10)
@@ -140,10 +160,46 @@ def test_report_after_retries_sends_only_the_final_failure_with_scrubbed_args(
     ((entry, _),) = zset_entries(r, keys.DEAD)
     assert entry["retry_count"] == 2  # it did fail twice
 
-    (event,) = read_events(events_file)
+    (event,) = worker.events()
     assert event["contexts"]["cogworker"]["args"] == ["...4242", 10]
     assert event["contexts"]["cogworker"]["retry_count"] == 1
     assert event["tags"]["cogworker.will_retry"] == "false"
+
+
+@pytest.mark.parametrize(("report_after_retries", "sent"), [(True, 0), (False, 1)])
+def test_a_failure_whose_retry_then_succeeds_is_reported_only_by_default(
+    start_worker: Any,
+    config: cogworker.Config,
+    r: redis.Redis,
+    report_after_retries: bool,
+    sent: int,
+) -> None:
+    worker = start_worker(report_after_retries=report_after_retries)
+    jid = push(cogworker.Client(config), "Contrib::Sentry::Flaky", "test:flaky", retry=3)
+    ((entry, _),) = wait_for(lambda: zset_entries(r, keys.RETRY))  # the first run failed
+    assert (entry["jid"], entry["error_class"]) == (jid, "ConnectionError")
+    (raw,) = r.zrange(keys.RETRY, 0, -1)
+    retry_set(r).retry_now(raw)  # not the backoff's 15 s or more
+    wait_for(lambda: r.get(keys.STATS_PROCESSED) == "1")
+    assert r.get("test:flaky") == "2"  # ran twice: failed, then succeeded
+    assert worker.process.stop() == 0  # anything still queued is flushed at the stop
+    events = worker.events()
+    assert len(of_job(events, jid)) == sent == len(events)
+    if sent:
+        assert events[0]["tags"]["cogworker.will_retry"] == "true"
+
+
+def test_events_held_by_the_transport_are_flushed_when_the_worker_stops(
+    start_worker: Any, config: cogworker.Config, r: redis.Redis
+) -> None:
+    worker = start_worker(held=True)  # a transport that sends only what it's flushed
+    stolen = push(cogworker.Client(config), CHARGE, "stolen", 20)
+    wait_for(lambda: stolen in dead_jids(r))
+    assert worker.events() == []  # reported, but held
+    assert worker.process.stop() == 0
+    (event,) = worker.events()
+    assert event["tags"]["cogworker.jid"] == stolen
+    assert "shutdown handler" not in worker.process.output()
 
 
 # -- in this process ----------------------------------------------------------------------------
@@ -275,3 +331,51 @@ def test_instrument_refuses_options_it_cannot_honour(config: cogworker.Config) -
     with pytest.raises(TypeError, match="report_after_retries must be a bool"):
         cogworker_sentry.instrument(config, report_after_retries=1)  # type: ignore[arg-type]
     assert cogworker_sentry.SentryServerMiddleware not in config.server_middleware
+
+
+def test_instrument_wraps_the_middleware_prepended_before_it_not_after(
+    config: cogworker.Config,
+) -> None:
+    config.server_middleware.prepend(ExplodingMiddleware)
+    cogworker_sentry.instrument(config)  # first now: outside the exploding one
+    with captured() as events, pytest.raises(LookupError):
+        execute(config.server_middleware, job_payload(2), "default")
+    assert [exception_of(event)["type"] for event in events] == ["LookupError"]
+
+    config.server_middleware.prepend(ExplodingMiddleware)  # now first, outside Sentry's
+    with captured() as events, pytest.raises(LookupError):
+        execute(config.server_middleware, job_payload(2), "default")
+    assert events == []
+
+
+class FlushRecorder(ListTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes: list[float] = []
+
+    def flush(self, timeout: float, callback: Any = None) -> None:
+        self.flushes.append(timeout)
+
+
+def test_instrument_adds_one_flush_bounded_by_the_clients_shutdown_timeout(
+    config: cogworker.Config,
+) -> None:
+    cogworker_sentry.instrument(config)
+    cogworker_sentry.instrument(config, report_after_retries=True)  # replaces, adds no second
+    (flush,) = config.shutdown_handlers
+    transport = FlushRecorder()
+    client = sentry_sdk.Client(
+        transport=transport,
+        default_integrations=False,
+        auto_enabling_integrations=False,
+        shutdown_timeout=0.5,
+    )
+    with on_own_scope(client):
+        flush()
+    assert transport.flushes[0] == 0.5  # (closing the client flushes again)
+
+
+def test_reading_events_leaves_out_a_line_still_being_written(tmp_path: Path) -> None:
+    events_file = tmp_path / "events.jsonl"
+    events_file.write_text('{"event_id": "a"}\n{"event_id": "b", "tags": {"cog')
+    assert read_events(events_file) == [{"event_id": "a"}]

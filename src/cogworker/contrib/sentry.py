@@ -31,8 +31,15 @@ Options of ``instrument``:
 - ``report_after_retries``: True sends no event for a failure that will be retried, only for
   the one that ends the job (dead, killed or discarded).
 
-The middleware goes first in the server chain, so failures raised by other middleware are
-reported too.
+``instrument`` puts the middleware first in the server chain as the chain is at the time of the
+call, so it reports failures raised by the middleware already there. Another middleware
+prepended later (another integration's setup, say) goes before it, outside its scope: to have
+Sentry wrap that one too, call ``instrument`` after it.
+
+A worker ends with ``os._exit``, so the SDK's own flush at exit never runs: ``instrument`` adds
+a shutdown handler (``config.shutdown_handlers``) that flushes the events still queued once the
+worker has stopped, waiting at most the client's ``shutdown_timeout`` (Sentry's bound for its
+own flush at exit, 2 s by default).
 """
 
 from __future__ import annotations
@@ -86,6 +93,15 @@ def instrument(
         raise TypeError(f"report_after_retries must be a bool, got {report_after_retries!r}")
     options = SentryOptions(send_args, scrub_args, report_after_retries)
     config.server_middleware.prepend(SentryServerMiddleware, options)
+    if flush_queued_events not in config.shutdown_handlers:
+        config.shutdown_handlers.append(flush_queued_events)
+
+
+def flush_queued_events() -> None:
+    """Sends what the client still holds, within its ``shutdown_timeout`` (a worker's exit
+    skips the SDK's own flush at exit)."""
+    bound = (sentry_sdk.get_client().options or {}).get("shutdown_timeout")
+    sentry_sdk.flush(timeout=float(bound) if isinstance(bound, int | float) else 2.0)
 
 
 def will_retry(job: Payload) -> bool:
