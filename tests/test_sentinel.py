@@ -14,6 +14,7 @@ import signal
 import textwrap
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +78,30 @@ concurrency: 2
 """
 
 
-@pytest.fixture
-def sentinels(redis_server_factory: Any) -> Iterator[SentinelSet]:
-    servers = SentinelSet(redis_server_factory)
+@contextmanager
+def running_sentinels(redis_server_factory: Any, **timings: int) -> Iterator[SentinelSet]:
+    """A ``SentinelSet`` (``timings``: its ``down_after_ms``...) whose log a failure shows."""
+    servers = SentinelSet(redis_server_factory, **timings)
     try:
         yield servers
     finally:
         print(f"--- sentinel log:\n{servers.log()}")
         servers.close()
+
+
+@pytest.fixture
+def sentinels(redis_server_factory: Any) -> Iterator[SentinelSet]:
+    """Quick to fail over (down after 500 ms): only for tests that never stall the primary."""
+    with running_sentinels(redis_server_factory) as servers:
+        yield servers
+
+
+@pytest.fixture
+def patient_sentinels(redis_server_factory: Any) -> Iterator[SentinelSet]:
+    """Down after 10 s: for tests that keep the primary from answering the sentinel's PING
+    for a while (a busy script, a password being set), where a fail-over must not happen."""
+    with running_sentinels(redis_server_factory, down_after_ms=10_000) as servers:
+        yield servers
 
 
 @pytest.fixture
@@ -210,10 +227,10 @@ def test_a_client_reaches_the_primary_through_a_later_sentinel_when_the_first_is
 
 
 def test_the_url_password_goes_to_the_primary_and_sentinel_password_to_the_sentinel(
-    redis_server_factory: Any,
+    patient_sentinels: SentinelSet,
 ) -> None:
-    # a long down-after: the sentinel's own links re-authenticate as the passwords are set
-    sentinels = SentinelSet(redis_server_factory, down_after_ms=10_000)
+    # patient: the sentinel's own links re-authenticate as the passwords are set
+    sentinels = patient_sentinels
     for server in sentinels.servers:  # the replica must still follow, so masterauth first
         sentinels.client(server).config_set("masterauth", "data-pw")
     sentinels.control.sentinel_set(SERVICE, "auth-pass", "data-pw")
@@ -234,12 +251,16 @@ def test_the_url_password_goes_to_the_primary_and_sentinel_password_to_the_senti
             refused.ping()
     finally:
         refused.close()
-        sentinels.close()
 
 
-def test_a_command_whose_reply_is_late_is_not_sent_again(sentinels: SentinelSet) -> None:
+def test_a_command_whose_reply_is_late_is_not_sent_again(
+    patient_sentinels: SentinelSet,
+) -> None:
     # the script counts, then runs longer than the socket timeout: redis-py's default retry
-    # would send it again on the timeout and count twice
+    # would send it again on the timeout and count twice. It also keeps the primary from
+    # answering the sentinel for 500 ms: hence patient sentinels, or they could fail over
+    sentinels = patient_sentinels
+    first = sentinels.primary()
     slow = """
     redis.call('INCR', KEYS[1])
     local t0 = redis.call('TIME')
@@ -248,12 +269,13 @@ def test_a_command_whose_reply_is_late_is_not_sent_again(sentinels: SentinelSet)
     redis.call('RPUSH', KEYS[2], 'done')
     """
     client = connection.connect(sentinels.url, socket_timeout=0.2)
-    watcher = sentinels.client(sentinels.primary())
+    watcher = sentinels.client(first)
     try:
         with pytest.raises(redis.TimeoutError):
             client.eval(slow, 2, "count", "ends")
         wait_for(lambda: watcher.llen("ends") >= 1)
         holds(lambda: watcher.llen("ends") == 1 and watcher.get("count") == "1", 1.0)
+        assert sentinels.primary_port() == first.port  # no fail-over came in between
     finally:
         client.close()
 
