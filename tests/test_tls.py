@@ -169,7 +169,21 @@ def test_a_server_certificate_from_another_ca_is_refused(tls: TlsServer) -> None
         ("rediss://h/0?ssl_cert_reqs=always", "ssl_cert_reqs='always': use none, optional"),
         ("rediss://:pw@h/0?socket_timeout=1", "set the redis_socket_timeout option instead"),
         ("redis://h/0?retry_on_timeout=yes", "cogworker never re-sends a command"),
-        ("rediss://h/0?ssl_password=secret&db=x", "Invalid value for 'db' in connection URL"),
+        ("rediss://h?ssl_password=secret&db=x", "Invalid value for 'db' in connection URL"),
+        # what redis-py would read otherwise than written: the first of two, an empty value
+        ("redis://:pw@h?db=1&db=2", "URL option 'db' is given twice"),
+        (
+            "rediss://h/0?ssl_password=secret&ssl_cert_reqs=bogus&ssl_cert_reqs=required",
+            "URL option 'ssl_cert_reqs' is given twice",
+        ),
+        ("rediss://h/0?ssl_password=secret&ssl_ca_certs=", "URL option 'ssl_ca_certs' is empty"),
+        ("redis://:pw@h/0?client_name", "URL option 'client_name' is empty"),
+        ("rediss://h/0?ssl_check_hostname=flase", "ssl_check_hostname='flase': use true or"),
+        # the database: the query's would win over the path's; /1/2 would be 12, /x ignored
+        ("redis://:pw@h/1?db=2", "the database is given both in the path ('/1') and as ?db="),
+        ("redis://:pw@h/0?db=0", "the database is given both in the path"),
+        ("redis://:pw@h/1/2", "the path must be /<database number>, got '/1/2'"),
+        ("redis://:pw@h/x", "the path must be /<database number>, got '/x'"),
     ],
 )
 def test_a_url_option_that_would_not_be_applied_is_refused(url: str, problem: str) -> None:
@@ -178,6 +192,27 @@ def test_a_url_option_that_would_not_be_applied_is_refused(url: str, problem: st
     message = str(raised.value)
     assert problem in message and "\n" not in message
     assert "secret" not in message and "pw" not in message
+
+
+@pytest.mark.parametrize(
+    ("url", "db"),
+    [
+        ("redis://h", 0),
+        ("redis://h/", 0),
+        ("redis://h/3", 3),
+        ("redis://h/?db=4", 4),
+        ("redis://h?db=5&socket_keepalive=yes", 5),
+        ("unix:///run/redis.sock?db=6", 6),  # a unix:// path is the socket's, not a database
+        ("rediss://h/7?ssl_check_hostname=false&ssl_cert_reqs=none", 7),
+    ],
+)
+def test_a_url_that_says_its_database_once_is_taken(url: str, db: int) -> None:
+    assert cogworker.Config(redis_url=url).redis_url == url
+    client = connection.connect(url)
+    try:
+        assert client.connection_pool.connection_kwargs.get("db", 0) == db
+    finally:
+        client.close()
 
 
 def test_a_worker_runs_a_job_over_tls(tls: TlsServer, tmp_path: Path) -> None:

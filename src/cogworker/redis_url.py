@@ -4,12 +4,15 @@ query options that cogworker's clients apply as written.
 redis-py passes an option it doesn't parse itself to the connection class, so a misspelt
 one (``ssl_ca_cert``) fails only at the first connection; some it does parse would override
 a setting cogworker makes on purpose (``socket_timeout``, the pool's size) or do nothing
-under it (``retry_on_timeout``). Those are refused here, in one line naming the option.
+under it (``retry_on_timeout``). Those are refused here, in one line naming the option, and
+so is what redis-py would read otherwise than written: an option given twice (it takes the
+first), an empty one (dropped), a database both in the path and in ``?db=`` (the query wins).
 """
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+import re
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from redis.connection import parse_url
 
@@ -46,27 +49,61 @@ _REFUSED_URL_OPTIONS = {
 
 def check_url(url: str) -> None:
     """Raise ``ValueError`` (one line, no password) if ``url`` can't be used as written: an
-    unknown scheme, a malformed ``redis+sentinel://`` URL, or a query option that would not
-    be applied (``ssl_*`` options outside a ``rediss://`` URL among them)."""
+    unknown scheme, a malformed ``redis+sentinel://`` URL, a query option that would not be
+    applied (``ssl_*`` options outside a ``rediss://`` URL among them), or one redis-py would
+    read otherwise than written (given twice, empty, a database in the path and the query)."""
     if not url.startswith(SCHEMES):
         raise ValueError(f"the URL must start with {', '.join(SCHEMES)}")
     if connection.is_sentinel_url(url):
         connection.parse_sentinel_url(url)
         return
-    allowed = URL_OPTIONS | TLS_URL_OPTIONS if url.startswith("rediss://") else URL_OPTIONS
-    for name in parse_qs(urlsplit(url).query, keep_blank_values=True):
-        if name in allowed:
-            continue
-        if name in _REFUSED_URL_OPTIONS:
-            raise ValueError(f"URL option {name!r} is not taken: {_REFUSED_URL_OPTIONS[name]}")
-        if name in TLS_URL_OPTIONS:
-            raise ValueError(f"URL option {name!r} needs a rediss:// URL")
-        raise ValueError(f"unknown URL option {name!r} (allowed: {', '.join(sorted(allowed))})")
+    parts = urlsplit(url)
+    options = _query_options(parts.query, rediss=parts.scheme == "rediss")
+    if parts.scheme != "unix":  # a unix:// path is the socket's, never a database
+        _check_path_database(parts.path, "db" in options)
     # the values: "Invalid value for 'db' in connection URL." and the like
     parse_url(url)  # type: ignore[no-untyped-call]
-    cert_reqs = parse_qs(urlsplit(url).query).get("ssl_cert_reqs", ["required"])[-1]
+    for name in _BOOLEAN_URL_OPTIONS & options.keys():
+        if options[name].upper() not in _BOOLEAN_WORDS:
+            raise ValueError(f"URL option {name}={options[name]!r}: use true or false")
+    cert_reqs = options.get("ssl_cert_reqs", "required")
     if cert_reqs not in ("none", "optional", "required"):
         raise ValueError(f"URL option ssl_cert_reqs={cert_reqs!r}: use none, optional or required")
+
+
+# redis-py's to_bool takes any word but these (and "") as true, a misspelt "flase" too
+_BOOLEAN_URL_OPTIONS = frozenset({"socket_keepalive", "ssl_check_hostname"})
+_BOOLEAN_WORDS = frozenset({"0", "F", "FALSE", "N", "NO", "1", "T", "TRUE", "Y", "YES"})
+
+
+def _query_options(query: str, *, rediss: bool) -> dict[str, str]:
+    """The query's options, each known, applied, given once and not empty: redis-py takes
+    the first of repeated values and drops an empty one without a word."""
+    allowed = URL_OPTIONS | TLS_URL_OPTIONS if rediss else URL_OPTIONS
+    options: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name in _REFUSED_URL_OPTIONS:
+            raise ValueError(f"URL option {name!r} is not taken: {_REFUSED_URL_OPTIONS[name]}")
+        if name in TLS_URL_OPTIONS and not rediss:
+            raise ValueError(f"URL option {name!r} needs a rediss:// URL")
+        if name not in allowed:
+            raise ValueError(f"unknown URL option {name!r} (allowed: {', '.join(sorted(allowed))})")
+        if name in options:
+            raise ValueError(f"URL option {name!r} is given twice")
+        if not value:
+            raise ValueError(f"URL option {name!r} is empty")
+        options[name] = value
+    return options
+
+
+def _check_path_database(path: str, db_in_query: bool) -> None:
+    """The path is empty, ``/`` or ``/<number>``: redis-py reads ``/1/2`` as database 12,
+    ignores ``/x``, and lets ``?db=`` win over the path."""
+    number = unquote(path).removeprefix("/")
+    if number and not re.fullmatch(r"[0-9]+", number):
+        raise ValueError(f"the path must be /<database number>, got {path!r}")
+    if number and db_in_query:
+        raise ValueError(f"the database is given both in the path ({path!r}) and as ?db=")
 
 
 def without_credentials(url: str) -> str:
