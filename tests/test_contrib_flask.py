@@ -21,6 +21,7 @@ import pytest
 import redis
 from conftest import wait_for
 from contrib_flask_app import GreetJob, create_app
+from contrib_guard_probes import PROBES, check_refused, served_path
 from flask import Flask, redirect, session
 from runtime_support import cogworker_env, queue_jobs, started_workers
 from werkzeug.wrappers import Response
@@ -29,6 +30,8 @@ import cogworker
 from cogworker import keys
 from cogworker.contrib import flask as cw_flask
 from cogworker.web import WebSettings
+from cogworker.web import settings as web_settings
+from cogworker.web.application import Dashboard
 
 TESTS_DIR = Path(__file__).resolve().parent
 DASHBOARD_SETTINGS = WebSettings(session_secret="s" * 64)
@@ -178,6 +181,20 @@ def test_in_a_worker_process_app_config_goes_into_the_workers_config(
         cw_flask.Cogworker(Flask("another"))
 
 
+def test_set_default_false_is_refused_in_a_worker(config: cogworker.Config) -> None:
+    config.server = True
+    site = Flask("worker_site")
+    with pytest.raises(cogworker.ConfigError) as refused:
+        cw_flask.Cogworker(site, set_default=False)
+    assert str(refused.value) == (
+        "Cogworker(app, set_default=False) can't be honoured in a worker (Flask app "
+        "'worker_site'): the worker's jobs run under its own config, which the extension sets "
+        "from app.config"
+    )
+    assert "cogworker" not in site.extensions
+    assert config.server_middleware.arguments(cw_flask.FlaskAppContext) is None
+
+
 # -- the dashboard behind a guard ------------------------------------------------------------
 
 
@@ -239,6 +256,80 @@ def test_a_guard_answer_that_is_not_a_decision_is_an_error(app: Flask) -> None:
             app.test_client().get("/cogworker/")
     finally:
         dashboard.close()
+
+
+@pytest.fixture
+def refusing(app: Flask) -> Iterator[tuple[Flask, list[str]]]:
+    """The dashboard behind a guard that refuses everyone; the paths it was asked about."""
+    asked: list[str] = []
+
+    def nobody(request: flask.Request) -> bool:
+        asked.append(request.path)
+        return False
+
+    dashboard = cw_flask.mount_dashboard(app, guard=nobody, settings=DASHBOARD_SETTINGS)
+    try:
+        yield app, asked
+    finally:
+        dashboard.close()
+
+
+def test_no_path_trick_gets_past_the_guard(refusing: tuple[Flask, list[str]]) -> None:
+    app, asked = refusing
+    web = app.test_client()
+    for method, raw in PROBES:
+        before = len(asked)
+        # the environ a WSGI server builds: PATH_INFO decoded, dot segments as sent
+        answer = web.open(
+            "/", method=method, environ_overrides={"PATH_INFO": served_path(raw), "RAW_URI": raw}
+        )
+        check_refused((method, raw), answer.status_code, answer.data, len(asked) > before)
+    assert asked  # the table did reach the guard
+
+
+def test_the_session_secret_comes_from_the_apps_secret_key(
+    config: cogworker.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notice (a session cookie) set by one web process shows in another: here two apps,
+    with the process's random secret replaced between them as a second process has its own."""
+    monkeypatch.delenv(web_settings.SECRET_ENV, raising=False)
+    r.sadd(keys.QUEUES, "default")
+    mounted: list[Dashboard] = []
+
+    def site(secret_key: str | None) -> tuple[Flask, Dashboard]:
+        made = Flask("shared_secret")
+        made.secret_key = secret_key
+        cw_flask.Cogworker(made, set_default=False)
+        mounted.append(cw_flask.mount_dashboard(made, guard=None))
+        return made, mounted[-1]
+
+    first, _ = site("flask-secret-" + "k" * 32)
+    paused = first.test_client().post(
+        "/cogworker/overview/default/pause",
+        data={"queue": "default", "layout": "a"},
+        headers={"sec-fetch-site": "same-origin"},
+    )
+    assert paused.status_code == 303, paused.text
+    cookie_name, cookie_value = paused.headers["set-cookie"].split(";")[0].split("=", 1)
+    web_settings._process_secret.reset()  # as another process has its own
+    second, second_dashboard = site("flask-secret-" + "k" * 32)
+    other, _ = site("another-secret-" + "k" * 32)
+    try:
+        assert not second_dashboard.settings.secret_is_random()
+        for host, shown in ((second, True), (other, False)):
+            web = host.test_client()
+            web.set_cookie(cookie_name, cookie_value)
+            page = web.get(paused.headers["location"])
+            assert page.status_code == 200
+            assert ("Queue paused" in page.text) is shown, host
+        monkeypatch.setenv(web_settings.SECRET_ENV, "e" * 64)  # the variable wins, as in Django
+        assert site("flask-secret-" + "k" * 32)[1].settings.resolved_secret() == "e" * 64
+        monkeypatch.delenv(web_settings.SECRET_ENV)
+        assert site(None)[1].settings.secret_is_random()  # no secret_key: one per process
+    finally:
+        for dashboard in mounted:
+            dashboard.close()
+            dashboard.config.close()
 
 
 @pytest.mark.parametrize("prefix", ["cogworker", "/cogworker/", ""])

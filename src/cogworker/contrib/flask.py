@@ -15,18 +15,25 @@ factory, a module holding ``app = create_app()``) the extension configures the w
 config, which the CLI built from its flags and ``-C`` file: ``app.config["COGWORKER"]`` is
 applied over the defaults, except the options the command line set (they win); and every job
 runs inside ``app.app_context()`` (``current_app``, ``g``, extensions bound to the app).
+``set_default=False`` is refused there (ConfigError): the worker's config is the process
+default its jobs run under, so the app it loads can't leave it alone.
 
 ``mount_dashboard(app, guard=...)`` serves the dashboard under a prefix: ``guard(request)``
 runs in a request context of the app (``session``, ``g``, a login manager's ``current_user``
 work) and returns True to let the request through, False to refuse it with 403, or a
 Response (a redirect to the login page, say) to send instead; it must not read the body.
-It needs the ``web`` extra.
+It needs the ``web`` extra. Without ``settings=`` its session secret is derived from
+``app.secret_key`` when the app has one (set it before mounting), so every web process of the
+site accepts the others' cookies; ``$COGWORKER_SESSION_SECRET`` wins over it, as under Django.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import hmac
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -103,6 +110,12 @@ class Cogworker:
         options = app_options(app)
         worker = default_config()
         if worker.server:
+            if not self.set_default:
+                raise ConfigError(
+                    f"Cogworker(app, set_default=False) can't be honoured in a worker (Flask "
+                    f"app {app.name!r}): the worker's jobs run under its own config, which "
+                    "the extension sets from app.config"
+                )
             settings = _configure_worker(worker, app, options)
         else:
             settings = _web_config(options)
@@ -236,13 +249,27 @@ def mount_dashboard(
         raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
     if guard is not None and not callable(guard):
         raise TypeError(f"guard must be a callable (request) -> bool | Response, got {guard!r}")
-    dashboard = web.app(config(app), settings)
+    dashboard = web.app(config(app), settings if settings is not None else _app_settings(app))
     # a2wsgi types its own WSGI environ; it is the standard one
     served = cast("WSGIApplication", ASGIMiddleware(dashboard))  # type: ignore[arg-type]
     app.wsgi_app = _GuardedMount(  # type: ignore[method-assign]
         app, app.wsgi_app, served, prefix, guard
     )
     return dashboard
+
+
+def _app_settings(app: Flask) -> WebSettings:
+    """The dashboard's default settings: its session secret from ``app.secret_key`` unless
+    ``$COGWORKER_SESSION_SECRET`` is set (a random one per process if neither is)."""
+    from cogworker.web import WebSettings
+    from cogworker.web.settings import SECRET_ENV
+
+    secret = app.secret_key
+    if os.environ.get(SECRET_ENV) or not secret:
+        return WebSettings()
+    key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
+    derived = hmac.new(key, b"cogworker.contrib.flask.dashboard session", hashlib.sha256)
+    return WebSettings(session_secret=derived.hexdigest())
 
 
 class _GuardedMount:
