@@ -8,6 +8,7 @@ The apps are in ``contrib_fastapi_app``; the worker loads that module for its jo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -20,6 +21,7 @@ import pytest
 import redis
 from conftest import wait_for
 from contrib_fastapi_app import WelcomeJob, fastapi_app, starlette_app
+from contrib_guard_probes import PROBES, check_refused, served_path
 from fastapi import FastAPI
 from runtime_support import cogworker_env, queue_jobs, started_workers
 from starlette.middleware.sessions import SessionMiddleware
@@ -167,11 +169,11 @@ def guarded_site(config: cogworker.Config, asked: list[str]) -> FastAPI:
         return {"ok": True}
 
     async def admins_only(request: Request) -> bool | Response:
-        asked.append(f"async {request.url.path}")
+        asked.append(f"async {request.url.path} {threading.get_ident()}")  # the loop's thread
         return request.session.get("admin") is True or RedirectResponse("/login", 303)
 
     def with_header(request: Request) -> bool:
-        asked.append(f"sync {request.url.path} {threading.current_thread().name}")
+        asked.append(f"sync {request.url.path} {threading.get_ident()}")
         return request.headers.get("x-ops") == "yes"
 
     mount_dashboard(app, config, guard=admins_only, settings=DASHBOARD_SETTINGS)
@@ -203,11 +205,14 @@ def test_the_guard_redirects_refuses_or_lets_through(
         # no websocket gets past a guard (the dashboard serves none)
         with pytest.raises(WebSocketDisconnect), web.websocket_connect("/cogworker/anything"):
             pass
-    assert asked[:2] == ["async /cogworker/overview"] * 2
-    sync_calls = [entry.split() for entry in asked[2:]]
-    assert [call[:2] for call in sync_calls] == [["sync", "/ops/cogworker/overview"]] * 2
-    main = threading.main_thread().name
-    assert all(call[2] != main for call in sync_calls)  # in the thread pool, not the loop
+    calls = [entry.split() for entry in asked]
+    assert [call[:2] for call in calls] == [["async", "/cogworker/overview"]] * 2 + [
+        ["sync", "/ops/cogworker/overview"]
+    ] * 2
+    (loop_thread,) = {call[2] for call in calls[:2]}
+    # the sync guard ran in the thread pool, not on the event loop (the TestClient runs the
+    # loop in a thread of its own, so "not the main thread" would not tell them apart)
+    assert all(call[2] != loop_thread for call in calls[2:]), calls
 
 
 def test_a_guard_answer_that_is_not_a_decision_is_an_error(config: cogworker.Config) -> None:
@@ -218,6 +223,57 @@ def test_a_guard_answer_that_is_not_a_decision_is_an_error(config: cogworker.Con
         pytest.raises(TypeError, match="must return True, False or a Response, got 'yes'"),
     ):
         web.get("/cogworker/")
+
+
+def asgi_call(app: Any, method: str, raw: str) -> tuple[int, dict[str, str], bytes]:
+    """One request as an ASGI server passes it: ``path`` decoded, ``raw_path`` as sent, dot
+    segments kept (the TestClient's httpx would normalise them away)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": served_path(raw),
+        "raw_path": raw.encode("ascii"),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"testserver")],
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 50000),
+    }
+    messages: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = messages[0]
+    headers = {name.decode(): value.decode() for name, value in start.get("headers", [])}
+    body = b"".join(message.get("body", b"") for message in messages[1:])
+    return start["status"], headers, body
+
+
+def test_no_path_trick_gets_past_the_guard(config: cogworker.Config) -> None:
+    asked: list[str] = []
+
+    def nobody(request: Request) -> bool:
+        asked.append(request.url.path)
+        return False
+
+    app = fastapi_app(config)
+    mount_dashboard(app, config, guard=nobody, settings=DASHBOARD_SETTINGS)
+    for method, raw in PROBES:
+        before = len(asked)
+        status, headers, body = asgi_call(app, method, raw)
+        if status == 307:  # Starlette's slash redirect: to the mount, where the guard waits
+            assert headers["location"] == f"http://testserver{raw}/" and before == len(asked)
+            continue
+        check_refused((method, raw), status, body, len(asked) > before)
+    assert asked  # the table did reach the guard
 
 
 @pytest.mark.parametrize("prefix", ["cogworker", "/cogworker/", ""])

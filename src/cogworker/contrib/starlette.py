@@ -25,6 +25,11 @@ True lets it through, False answers 403, a Response (``RedirectResponse("/login"
 instead. It may be ``async def``; a plain function runs in the thread pool, as Starlette
 runs a sync endpoint. It sees the host's session (``request.session``) when the host has
 SessionMiddleware; it must not read the body.
+
+The dashboard's own session (its notices) is signed with ``settings.session_secret``. Starlette
+has no app-wide secret to derive it from, so without one (or ``$COGWORKER_SESSION_SECRET``)
+each process makes a random one and sessions are not shared: with several web processes pass
+``settings=WebSettings(session_secret=...)`` (64 characters or more) or set the variable.
 """
 
 from __future__ import annotations
@@ -132,7 +137,9 @@ def mount_dashboard(
 ) -> Dashboard:
     """Mount the dashboard for ``config`` at ``prefix``, each request decided by ``guard``
     (None: no guard, for a dashboard the host protects itself, e.g. with its own middleware).
-    ``cogworker_lifespan`` closes its connections at shutdown."""
+    ``cogworker_lifespan`` closes its connections at shutdown. With several web processes give
+    ``settings=WebSettings(session_secret=...)`` or set ``$COGWORKER_SESSION_SECRET`` (see the
+    module docstring)."""
     from cogworker import web
 
     if not prefix.startswith("/") or prefix.endswith("/"):
