@@ -1,9 +1,11 @@
 """The worker's app module for tests/test_contrib_opentelemetry.py (``cogworker run -r`` it).
 
-It installs the OpenTelemetry SDK as the global tracer provider with an exporter that appends
-every finished span, as one JSON line, to the file named by ``$OTEL_SPANS_FILE``: the test
-reads the worker's spans back from there. The exporter is synchronous (SimpleSpanProcessor),
-so a span is in the file as soon as it ended.
+It installs the OpenTelemetry SDK as the global tracer provider (after instrumenting, as an app
+may: the flush at the stop finds it then) with an exporter that appends every exported span,
+as one JSON line, to the file named by ``$OTEL_SPANS_FILE``: the test reads the worker's spans
+back from there. By default the processor is synchronous (SimpleSpanProcessor), so a span is in
+the file as soon as it ended; with ``$OTEL_BATCH_SPANS`` set it is a BatchSpanProcessor that
+exports nothing before the worker's stop (its schedule delay is ten minutes).
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from collections.abc import Sequence
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
 import cogworker
 from cogworker.contrib import opentelemetry as cogworker_otel
@@ -32,10 +39,15 @@ class JsonLinesExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-provider = TracerProvider()
-provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(os.environ["OTEL_SPANS_FILE"])))
-trace.set_tracer_provider(provider)
 cogworker_otel.instrument(cogworker.default_config())
+
+exporter = JsonLinesExporter(os.environ["OTEL_SPANS_FILE"])
+provider = TracerProvider()
+if os.environ.get("OTEL_BATCH_SPANS"):
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=600_000))
+else:
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
 
 tracer = trace.get_tracer("contrib_otel_app")
 

@@ -3,15 +3,16 @@ trace context carried between them in the payload.
 
 The end-to-end tests run a real worker (``cogworker run -r tests/contrib_otel_app.py``) whose
 SDK exports every finished span as a JSON line to a file; the test process traces its side
-(the web request and the push) with the SDK's InMemorySpanExporter, so both halves of the
-trace are compared by their ids.
+(a real request through OpenTelemetry's ASGI middleware, and the push) with the SDK's
+InMemorySpanExporter, so both halves of the trace are compared by their ids.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,30 @@ import pytest
 import redis
 from conftest import wait_for
 from opentelemetry import trace
+from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import messaging_attributes
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.trace import SpanKind, StatusCode
-from runtime_support import cogworker_env, started_workers, zset_entries
+from runtime_support import Worker, cogworker_env, started_workers, zset_entries
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp
 
 import cogworker
 from cogworker import keys, testing
 from cogworker.api.sets import retry_set
 from cogworker.contrib import opentelemetry as cogworker_otel
 from cogworker.execute import execute
+
+with warnings.catch_warnings():
+    # Starlette asks for httpx2, which the test extra doesn't install; httpx works the same
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 APP = Path(__file__).resolve().parent / "contrib_otel_app.py"
 
@@ -61,20 +73,36 @@ def tracing(config: cogworker.Config) -> Iterator[Tracing]:
     side.provider.shutdown()
 
 
+StartOtelWorker = Callable[..., tuple[Worker, Path]]
+
+
 @pytest.fixture
-def worker_spans(tmp_path: Path, r: redis.Redis, redis_url: str) -> Iterator[Path]:
-    """A real worker on the shared server; the file its spans are written to."""
-    spans = tmp_path / "spans.jsonl"
+def start_otel_worker(tmp_path: Path, r: redis.Redis, redis_url: str) -> Iterator[StartOtelWorker]:
+    """Starts a real worker on the shared server, with more environment for its app module;
+    returns it and the file its spans are written to."""
     with started_workers(tmp_path) as workers:
-        env = cogworker_env(redis_url, OTEL_SPANS_FILE=str(spans))
-        workers.start(["run", "-r", str(APP), "-c", "2"], env)
-        yield spans
+
+        def start(**more_env: str) -> tuple[Worker, Path]:
+            spans = tmp_path / f"spans-{len(workers.started)}.jsonl"
+            env = cogworker_env(redis_url, OTEL_SPANS_FILE=str(spans), **more_env)
+            return workers.start(["run", "-r", str(APP), "-c", "2"], env), spans
+
+        yield start
+
+
+@pytest.fixture
+def worker_spans(start_otel_worker: StartOtelWorker) -> Path:
+    """The file a real worker writes its spans to (a synchronous exporter: at once)."""
+    _, spans = start_otel_worker()
+    return spans
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:
+    """The spans written so far; a last line without its newline is still being written."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+    return [json.loads(line) for line in lines]
 
 
 def exported(path: Path, name: str, count: int = 1, timeout: float = 20.0) -> list[dict[str, Any]]:
@@ -110,14 +138,33 @@ def test_attribute_names_are_the_installed_semantic_conventions() -> None:
     assert (operations.SEND.value, operations.PROCESS.value) == ("send", "process")
 
 
+def signup_app(config: cogworker.Config, tracer_provider: TracerProvider) -> ASGIApp:
+    """A web app whose endpoint pushes the job, traced by OpenTelemetry's ASGI middleware."""
+
+    def signup(request: Request) -> JSONResponse:  # sync: Starlette runs it in a thread
+        jid = cogworker.Client(config).push(
+            {"class": "Contrib::Otel::Signup", "args": [request.query_params["email"]]}
+        )
+        return JSONResponse({"jid": jid})
+
+    app = Starlette(routes=[Route("/signup", signup, methods=["POST"])])
+    return OpenTelemetryMiddleware(app, tracer_provider=tracer_provider)
+
+
 def test_web_request_push_and_the_run_in_a_worker_make_one_trace(
     tracing: Tracing, config: cogworker.Config, worker_spans: Path
 ) -> None:
-    with tracing.tracer.start_as_current_span("POST /signup", kind=SpanKind.SERVER):
-        jid = cogworker.Client(config).push(
-            {"class": "Contrib::Otel::Signup", "args": ["ada@example.com"]}
-        )
-    request, send = tracing.named("POST /signup"), tracing.named("send default")
+    with TestClient(signup_app(config, tracing.provider)) as web:
+        response = web.post("/signup", params={"email": "ada@example.com"})
+    assert response.status_code == 200
+    jid = response.json()["jid"]
+    (request,) = [span for span in tracing.spans() if span.kind is SpanKind.SERVER]
+    assert request.instrumentation_scope is not None
+    assert (request.name, request.instrumentation_scope.name) == (
+        "POST /signup",
+        "opentelemetry.instrumentation.asgi",
+    )
+    send = tracing.named("send default")
     (process,) = exported(worker_spans, "process default")
     (mail,) = exported(worker_spans, "send welcome mail")
 
@@ -125,7 +172,7 @@ def test_web_request_push_and_the_run_in_a_worker_make_one_trace(
     assert {hex_trace(send), process["context"]["trace_id"], mail["context"]["trace_id"]} == {
         trace_id
     }
-    # request -> send -> process -> the job's own span
+    # the instrumentation's request span -> send -> process -> the job's own span
     assert send.parent is not None and send.parent.span_id == request.context.span_id
     assert process["parent_id"] == hex_span(send)
     assert mail["parent_id"] == process["context"]["span_id"]
@@ -189,6 +236,75 @@ def test_a_failed_run_is_recorded_on_its_span_and_the_job_still_goes_to_retry(
     assert second["context"]["trace_id"] == hex_trace(send)
     assert second["parent_id"] == hex_span(send)
     assert second["status"]["status_code"] == "ERROR"
+
+
+def test_spans_a_batch_processor_holds_are_exported_when_the_worker_stops(
+    start_otel_worker: StartOtelWorker, config: cogworker.Config, r: redis.Redis
+) -> None:
+    worker, spans = start_otel_worker(OTEL_BATCH_SPANS="1")  # exports every 10 minutes
+    cogworker.Client(config).push({"class": "Contrib::Otel::Signup", "args": ["ada@example.com"]})
+    wait_for(lambda: r.get(keys.STATS_PROCESSED) == "1")
+    assert read_spans(spans) == []  # ended, but held by the processor
+    assert worker.stop() == 0
+    assert sorted(span["name"] for span in read_spans(spans)) == [
+        "process default",
+        "send welcome mail",
+    ]
+    assert "shutdown handler" not in worker.output()
+
+
+def test_the_flush_at_stop_is_added_once_for_the_provider_last_given(
+    config: cogworker.Config,
+) -> None:
+    first, last = TracerProvider(), TracerProvider()
+    exporter = InMemorySpanExporter()
+    last.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=600_000))
+    cogworker_otel.instrument(config, tracer_provider=first)
+    cogworker_otel.instrument(config, tracer_provider=last)
+    (flush,) = config.shutdown_handlers
+    last.get_tracer("test").start_span("held").end()
+    assert exporter.get_finished_spans() == ()
+    flush()
+    assert [span.name for span in exporter.get_finished_spans()] == ["held"]
+    last.shutdown()
+    first.shutdown()
+
+    # the API's own provider has no force_flush: it holds nothing, and the flush does nothing
+    cogworker_otel.instrument(config, tracer_provider=trace.NoOpTracerProvider())
+    (flush,) = config.shutdown_handlers
+    flush()
+
+
+def test_the_run_span_covers_the_middleware_prepended_before_instrument_not_after(
+    tracing: Tracing, config: cogworker.Config
+) -> None:
+    seen: dict[str, bool] = {}
+
+    def noting(name: str) -> type:
+        class Noting:
+            def __call__(self, worker: Any, job: Any, queue: str, call_next: Any) -> None:
+                seen[name] = trace.get_current_span().get_span_context().is_valid
+                call_next()
+
+        return Noting
+
+    class Ordered(cogworker.Job):
+        name = "ContribOtel::Ordered"
+
+        def perform(self) -> None:
+            pass
+
+    config.server_middleware.prepend(noting("before"))
+    cogworker_otel.instrument(config, tracer_provider=tracing.provider)
+    config.server_middleware.prepend(noting("after"))  # now first: outside the run's span
+    execute(config.server_middleware, {"class": Ordered.name, "jid": "c" * 24}, "default")
+    assert seen == {"before": True, "after": False}
+
+
+def test_reading_spans_leaves_out_a_line_still_being_written(tmp_path: Path) -> None:
+    spans = tmp_path / "spans.jsonl"
+    spans.write_text('{"name": "process default"}\n{"name": "send welc')
+    assert read_spans(spans) == [{"name": "process default"}]
 
 
 def test_inline_mode_nests_the_run_in_the_push_and_the_error_reaches_the_caller(

@@ -23,6 +23,17 @@ also its child, so a request, its push and the job's runs make one trace (a job 
 message, pushed to run on behalf of that request). ``parent_from_producer=False`` starts a
 new trace per run instead, linked only: for jobs that run long after their push.
 
+``instrument`` puts the run's middleware first in the server chain as the chain is at the
+time of the call, so its span covers the middleware already there. Another middleware
+prepended later (another integration's setup, say) goes before it, outside the span: to have
+the span cover that one too, call ``instrument`` after it. On the client side it goes last.
+
+A worker ends with ``os._exit``, so the SDK's own flush at exit never runs: ``instrument`` adds
+a shutdown handler (``config.shutdown_handlers``) that calls the provider's ``force_flush``
+once the worker has stopped, for at most ``FLUSH_TIMEOUT_MILLIS``, so spans a batching
+processor still holds are exported. The provider is the one passed, else the global one as it
+is at the stop; one without ``force_flush`` (the API's own) holds nothing to flush.
+
 Attributes: ``messaging.system`` (``cogworker``), ``messaging.operation.name`` and
 ``messaging.operation.type`` (``send`` / ``process``), ``messaging.destination.name`` (the
 queue), ``messaging.message.id`` (the jid), and in cogworker's own namespace
@@ -57,6 +68,8 @@ CONTEXT_KEY = "otel_context"
 """The payload key holding the producer's propagation headers."""
 SYSTEM = "cogworker"
 TRACER_NAME = "cogworker.contrib.opentelemetry"
+FLUSH_TIMEOUT_MILLIS = 5000
+"""How long a stopped worker waits for its spans to be exported."""
 
 # attribute names of the messaging semantic conventions (opentelemetry-semantic-conventions
 # is not a run-time dependency: the tests check these against it)
@@ -77,7 +90,8 @@ def instrument(
     tracer_provider: trace.TracerProvider | None = None,
     parent_from_producer: bool = True,
 ) -> None:
-    """Trace ``config``'s pushes and runs (calling it again replaces the settings).
+    """Trace ``config``'s pushes and runs, and flush the spans when a worker stops (calling it
+    again replaces the settings).
 
     ``tracer_provider``: where the spans go; the global one (read at each span, so it may be
     installed later) if None. ``parent_from_producer``: whether a run's span is the child of
@@ -91,9 +105,31 @@ def instrument(
         )
     tracer = trace.get_tracer(TRACER_NAME, cogworker.__version__, tracer_provider=tracer_provider)
     # last on the client side: the span and the context are only made for a push that every
-    # other middleware let through; first on the server side: the span covers them all
+    # other middleware let through; first on the server side: the span covers those there now
     config.client_middleware.add(TracingClientMiddleware, tracer)
     config.server_middleware.prepend(TracingServerMiddleware, tracer, parent_from_producer)
+    others = [each for each in config.shutdown_handlers if not isinstance(each, SpanFlush)]
+    config.shutdown_handlers = [*others, SpanFlush(tracer_provider)]
+
+
+class SpanFlush:
+    """The shutdown handler: exports what the provider's processors still hold."""
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None) -> None:
+        self.tracer_provider = tracer_provider
+
+    def __call__(self) -> None:
+        provider = self.tracer_provider
+        if provider is None:  # the global one as it is now, set up after instrument maybe
+            provider = trace.get_tracer_provider()
+        force_flush = getattr(provider, "force_flush", None)
+        if not callable(force_flush):  # the API's proxy or no-op provider: nothing buffered
+            return
+        if force_flush(timeout_millis=FLUSH_TIMEOUT_MILLIS) is False:
+            logger.warning(
+                "some spans were not exported within %d ms of the worker's stop",
+                FLUSH_TIMEOUT_MILLIS,
+            )
 
 
 def _common_attributes(operation: str, job: Payload, queue: str) -> dict[str, Any]:
