@@ -4,8 +4,10 @@ tests/test_contrib_django.py runs): SQLite files, the real Redis of ``$REDIS_URL
 import json
 import os
 from typing import ClassVar
+from urllib.parse import unquote
 
 import redis as redis_py
+from cw_site.urls import OPS_ASKED
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection, transaction
@@ -491,6 +493,73 @@ class DashboardTests(FlushedRedis, TestCase):
         page = await self.async_client.get("/admin/cogworker/workers")
         self.assertEqual(page.status_code, 200)
         self.assertIn('href="/admin/cogworker/overview', page.content.decode())
+
+
+# tests/contrib_guard_probes.py's table (this suite runs in the project's own interpreter),
+# with the prefix as {p}
+PROBES = [
+    ("GET", "{p}/overview"),
+    ("GET", "{p}"),
+    ("GET", "{p}/../{p}/"),
+    ("GET", "{p}/./overview"),
+    ("GET", "/elsewhere/..{p}/overview"),
+    ("GET", "/{p}/"),
+    ("GET", "/{p}/overview"),
+    ("GET", "{P}/overview"),
+    ("GET", "{p}%2Foverview"),
+    ("GET", "{p_encoded}%2Foverview"),
+    ("GET", "{p}%252Foverview"),
+    ("HEAD", "{p}/overview"),
+    ("OPTIONS", "{p}/overview"),
+    ("OPTIONS", "{p}/assets/app.css"),
+    ("GET", "{p}/assets/app.css"),
+    ("HEAD", "{p}/assets/app.js"),
+    ("GET", "{p}/assets/favicon.svg"),
+    ("GET", "{p}/../{p}/assets/app.css"),
+    ("GET", "/{p}/assets/app.css"),
+]
+DASHBOARD_MARKERS = (b"Workers</a>", b"cogworker dashboard", b"<svg")
+
+
+class GuardProbeTests(FlushedRedis, TestCase):
+    """A refused user never reaches the dashboard by a path trick: each request is refused by
+    the check (403) or misses the mount (404; Django's slash redirect to the mount; under
+    /admin/, the admin's own redirect of a non-staff user to its login page)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.customer = User.objects.create_user("customer")
+
+    def probe(self, prefix, asked=None):
+        """``asked()``: the paths the check was asked about; None: a 403 is the check's."""
+        for method, template in PROBES:
+            raw = template.format(p=prefix, P=prefix.upper(), p_encoded=prefix.replace("/", "%2F"))
+            with self.subTest(method=method, raw=raw):
+                before = len(asked()) if asked else 0
+                # the environ a WSGI server builds: PATH_INFO decoded, dot segments as sent
+                answer = self.client.generic(method, "/", PATH_INFO=unquote(raw))
+                checked = len(asked()) > before if asked else answer.status_code == 403
+                if answer.status_code == 301:  # APPEND_SLASH: to the mount, behind the check
+                    self.assertEqual((answer["location"], checked), (raw + "/", False))
+                    continue
+                if answer.status_code == 302:  # missed the mount: the admin's catch-all
+                    self.assertTrue(answer["location"].startswith("/admin/login/?next="))
+                    self.assertEqual((prefix, checked), ("/admin/cogworker", False))
+                    continue
+                self.assertIn((answer.status_code, checked), [(403, True), (404, False)])
+                leaked = [marker for marker in DASHBOARD_MARKERS if marker in answer.content]
+                self.assertEqual(leaked, [])
+
+    def test_the_staff_check_is_not_bypassed(self):
+        self.client.force_login(self.customer)
+        # a 403 here comes from the staff check only (no unsafe method, so no CSRF refusal)
+        self.probe("/admin/cogworker")
+
+    def test_a_replaced_check_is_not_bypassed(self):
+        self.client.force_login(self.customer)
+        OPS_ASKED.clear()
+        self.probe("/ops/cogworker", lambda: OPS_ASKED)
+        self.assertTrue(OPS_ASKED)  # the table did reach the check
 
 
 def _first(text, opening):
