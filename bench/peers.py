@@ -1,7 +1,7 @@
 """cogworker side by side with huey and dramatiq, one worker process each, on one private Redis.
 
     .venv/bin/python bench/peers.py [--rounds N] [--jobs N] [--pickups N] [--quick]
-                                    [--baseline CHECKOUT]
+                                    [--baseline CHECKOUT] [--idle-only]
 
 Each system gets its own virtualenv under ``.bench-venvs/`` in the checkout (git ignores it;
 kept between runs, cogworker reinstalled from this checkout every run so its figures are the
@@ -16,7 +16,9 @@ concurrency 1; flush; enqueue N in bulk, drain at the system's default concurren
 the counter reaches N; the worker's CPU (user + system of its process tree, start-up included)
 and peak RSS (VmHWM summed over the tree) are read then, before it is stopped. A bare redis-py
 LPUSH loop gives the enqueue floor. Systems run in a rotated order each round; the table shows
-medians and min-max.
+medians and min-max. Then as many rounds, rotated the same way, of an idle worker
+(bench/peers_latency.py): its pickup latency and the commands it sends while idle;
+``--idle-only`` runs just those.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
-from peers_latency import Idle, measure_idle
+from peers_latency import Idle, measure_idle, percentile
 from peers_systems import (
     CHECKOUT,
     COUNTER,
@@ -172,12 +174,21 @@ def run_rounds(
     return results
 
 
-def run_idle(systems: list[System], client: redis.Redis, url: str, samples: int) -> dict[str, Idle]:
-    found = {}
-    for system in systems:
-        if system.default_concurrency:
-            print(f"idle {system.name}: commands/s, then {samples} pickups ...", flush=True)
-            found[system.name] = measure_idle(system, client, url, samples)
+def run_idle(
+    systems: list[System], rounds: int, client: redis.Redis, url: str, samples: int
+) -> dict[str, list[Idle]]:
+    """Each system's idle rounds, in the rotated order the other rows use."""
+    measured = [system for system in systems if system.default_concurrency]
+    found: dict[str, list[Idle]] = {system.name: [] for system in measured}
+    for round_index in range(rounds):
+        shift = round_index % len(measured)
+        for system in measured[shift:] + measured[:shift]:
+            print(
+                f"idle round {round_index + 1}/{rounds}: {system.name}: commands/s, "
+                f"then {samples} pickups ...",
+                flush=True,
+            )
+            found[system.name].append(measure_idle(system, client, url, samples))
     return found
 
 
@@ -205,18 +216,33 @@ def table(systems: list[System], results: Results) -> str:
     return "\n".join(lines)
 
 
-def idle_table(found: dict[str, Idle]) -> str:
+def idle_table(found: dict[str, list[Idle]]) -> str:
+    """Per system: p50 and p99 of all its rounds' pickups pooled, the rounds' own p99s (median
+    and min-max) and the idle command rate (median and min-max)."""
     lines = [
         "| idle worker, default c | " + " | ".join(found) + " |",
         "|---" * (len(found) + 1) + "|",
     ]
+    pooled = {
+        name: sorted(ms for idle in rounds for ms in idle.pickups_ms)
+        for name, rounds in found.items()
+    }
     rows = {
-        "pickup latency p50, ms": [idle.p50_ms for idle in found.values()],
-        "pickup latency p99, ms": [idle.p99_ms for idle in found.values()],
-        "Redis commands/s while idle": [idle.commands_per_s for idle in found.values()],
+        "pickup latency p50, ms (all rounds)": [
+            f"{statistics.median(values):.2f}" for values in pooled.values()
+        ],
+        "pickup latency p99, ms (all rounds)": [
+            f"{percentile(values, 0.99):.2f}" for values in pooled.values()
+        ],
+        "pickup latency p99, ms (per round)": [
+            cell([idle.p99_ms for idle in rounds]) for rounds in found.values()
+        ],
+        "Redis commands/s while idle": [
+            cell([idle.commands_per_s for idle in rounds]) for rounds in found.values()
+        ],
     }
     for label, values in rows.items():
-        lines.append(f"| {label} | " + " | ".join(f"{value:.2f}" for value in values) + " |")
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
     return "\n".join(lines)
 
 
@@ -239,6 +265,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20,000)")
     parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs, 50 pickups")
+    parser.add_argument(
+        "--idle-only",
+        action="store_true",
+        help="only the idle-worker rounds: pickup latency and idle commands/s",
+    )
     parser.add_argument("--pickups", type=int, default=200, help="latency samples (default 200)")
     parser.add_argument(
         "--baseline",
@@ -270,11 +301,15 @@ def main() -> None:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         print(f"redis-server {'.'.join(map(str, server.version))} on {server.url}", flush=True)
-        results = run_rounds(systems, args.rounds, args.jobs, client, server.url)
-        idle = run_idle(systems, client, server.url, args.pickups)
-        print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
-        print(table(systems, results))
-        print(f"\n{SETTINGS}\n")
+        results = None
+        if not args.idle_only:
+            results = run_rounds(systems, args.rounds, args.jobs, client, server.url)
+        idle = run_idle(systems, args.rounds, client, server.url, args.pickups)
+        if results is not None:
+            print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
+            print(table(systems, results))
+            print(f"\n{SETTINGS}\n")
+        print(f"\n{args.rounds} idle round(s) x {args.pickups} pickups:\n")
         print(idle_table(idle))
         print(f"\nMachine: {machine(systems, server)}")
 
