@@ -708,7 +708,7 @@ class Producer(threading.Thread):
         except BaseException as error:  # the run is invalid without its producer: say so
             self.error = error
         finally:
-            self.config._drop_redis()
+            self.config.close()
 
     def _run(self) -> None:
         with open(self.path, "a", encoding="utf-8") as log:

@@ -63,7 +63,7 @@ def config(r: redis.Redis, redis_url: str) -> Iterator[cogworker.Config]:
         yield cfg
     finally:
         config_module._default.config = previous
-        cfg._drop_redis()
+        cfg.close()
 
 
 @pytest.fixture(autouse=True)

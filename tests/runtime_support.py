@@ -158,13 +158,8 @@ class AclServer:
 
 
 def release(cfg: cogworker.Config) -> None:
-    """Drop ``cfg``'s client and close its sockets now. (``Config._drop_redis`` alone leaves
-    them open until garbage collection: the client is built on an explicit pool, which
-    ``Redis.close()`` does not disconnect.)"""
-    client = cfg._redis
-    if client is not None:
-        client.connection_pool.disconnect()
-    cfg._drop_redis()
+    """Drop ``cfg``'s client and close its sockets now (``Config.close``)."""
+    cfg.close()
 
 
 def closing_pools(request: pytest.FixtureRequest) -> Iterator[None]:

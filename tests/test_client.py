@@ -65,7 +65,7 @@ def private_config(private_server: RedisServer) -> Iterator[cogworker.Config]:
     try:
         yield cfg
     finally:
-        cfg._drop_redis()
+        cfg.close()
 
 
 # -- push -----------------------------------------------------------------------------------

@@ -346,7 +346,7 @@ def test_config_without_url_uses_redis_url_env(
         finally:
             direct.close()
     finally:
-        config._drop_redis()
+        config.close()
 
 
 def test_redis_url_tells_the_url_in_use(monkeypatch: pytest.MonkeyPatch) -> None:

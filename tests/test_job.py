@@ -405,7 +405,7 @@ def test_set_with_explicit_client(
         assert [json.loads(raw)["jid"] for raw in other_r.lrange(QUEUE_CRITICAL, 0, -1)] == [jid]
         assert r.dbsize() == 0
     finally:
-        other_config._drop_redis()
+        other_config.close()
 
 
 def test_perform_bulk(config: cogworker.Config, r: redis.Redis) -> None:

@@ -32,7 +32,7 @@ def private_config(private: RedisServer) -> Iterator[cogworker.Config]:
         yield config
     finally:
         status.close(config, timeout=0)
-        config._drop_redis()
+        config.close()
 
 
 @pytest.fixture

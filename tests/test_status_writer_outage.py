@@ -120,4 +120,4 @@ def test_writes_during_an_outage_cost_the_job_nothing_and_land_afterwards(
         assert "dropped" not in output
     finally:
         client.close()
-        config._drop_redis()
+        config.close()

@@ -110,7 +110,7 @@ def cfg(
         assert r.keys("*") == []  # the real server (when it was the config's) is untouched
     finally:
         config_module._default = previous
-        config._drop_redis()
+        config.close()
 
 
 # -- unique locks ------------------------------------------------------------------------------

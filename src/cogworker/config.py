@@ -23,6 +23,7 @@ from cogworker.config_options import (
     DeathHandler,
     PushDeferral,
     ShutdownHandler,
+    checked,
     expand_queues,
 )
 from cogworker.middleware import Chain
@@ -128,12 +129,9 @@ class Config:
             return
         if name == "pinned":
             raise ConfigError("pinned is not an option: use config.pin(names)")
-        entry = OPTIONS.get(name)
-        if entry is None:
-            raise ConfigError(f"unknown option {name!r}")
-        object.__setattr__(self, name, entry[1](name, value))
+        object.__setattr__(self, name, checked(name, value))
         if name in ("redis_url", "redis_socket_timeout", "concurrency"):
-            self._drop_redis()
+            self.close()
 
     def update(self, options: Mapping[str, Any]) -> None:
         """Set several options; the first invalid one raises and names itself."""
@@ -151,10 +149,7 @@ class Config:
     def update_unpinned(self, options: Mapping[str, Any]) -> list[str]:
         """Set the options the operator didn't pin; returns the names left as pinned."""
         for name, value in options.items():  # every value is checked, the pinned ones too
-            entry = OPTIONS.get(name)
-            if entry is None:
-                raise ConfigError(f"unknown option {name!r}")
-            entry[1](name, value)
+            checked(name, value)
         kept = [name for name in options if name in self.pinned]
         self.update({name: value for name, value in options.items() if name not in self.pinned})
         return kept
@@ -193,12 +188,6 @@ class Config:
             client = self._redis
             object.__setattr__(self, "_redis", None)
         if client is not None:
-            client.close()
-
-    def _drop_redis(self) -> None:
-        client = getattr(self, "_redis", None)
-        if client is not None:
-            object.__setattr__(self, "_redis", None)
             client.close()
 
     # -- server / client side blocks ----------------------------------------------------------

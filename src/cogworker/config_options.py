@@ -7,6 +7,7 @@ the value at once.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Callable, Iterable
@@ -229,3 +230,18 @@ OPTIONS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
 }
 
 OPTION_NAMES = frozenset(OPTIONS)
+
+
+def unknown_option(name: object, known: Iterable[str] = OPTION_NAMES) -> ConfigError:
+    """The error for a name that is not an option, naming the closest of ``known``."""
+    nearest = difflib.get_close_matches(str(name).lower(), sorted(known), n=1)
+    hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+    return ConfigError(f"unknown option {name!r}{hint}")
+
+
+def checked(name: str, value: Any) -> Any:
+    """``value`` as option ``name`` takes it; ConfigError naming both if it can't."""
+    entry = OPTIONS.get(name)
+    if entry is None:
+        raise unknown_option(name)
+    return entry[1](name, value)

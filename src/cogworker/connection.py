@@ -31,6 +31,7 @@ than silently not applied. TLS (``rediss+sentinel``) is not supported.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -378,15 +379,31 @@ def _service_and_db(path: str) -> tuple[str, int]:
 
 
 def _sentinel_options(query: str) -> dict[str, str]:
+    def refusal(name: str) -> str | None:
+        if name in SENTINEL_OPTIONS:
+            return None
+        return f"{_IN} unknown option {name!r} (allowed: {', '.join(SENTINEL_OPTIONS)})"
+
+    return query_options(query, refusal, f"{_IN} option", SentinelUrlError)
+
+
+def query_options(
+    query: str,
+    refusal: Callable[[str], str | None],
+    label: str,
+    error: type[ValueError] = ValueError,
+) -> dict[str, str]:
+    """A URL query's options, each taken (``refusal(name)`` is None, else the message to raise),
+    given once and not empty: redis-py takes the first of repeated values and drops an empty
+    one without a word. ``label`` starts the message about a repeated or empty one."""
     options: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
-        if name not in SENTINEL_OPTIONS:
-            raise SentinelUrlError(
-                f"{_IN} unknown option {name!r} (allowed: {', '.join(SENTINEL_OPTIONS)})"
-            )
+        refused = refusal(name)
+        if refused is not None:
+            raise error(refused)
         if name in options:
-            raise SentinelUrlError(f"{_IN} option {name!r} is given twice")
+            raise error(f"{label} {name!r} is given twice")
         if not value:
-            raise SentinelUrlError(f"{_IN} option {name!r} is empty")
+            raise error(f"{label} {name!r} is empty")
         options[name] = value
     return options

@@ -12,7 +12,7 @@ first), an empty one (dropped), a database both in the path and in ``?db=`` (the
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from redis.connection import parse_url
 
@@ -77,23 +77,19 @@ _BOOLEAN_WORDS = frozenset({"0", "F", "FALSE", "N", "NO", "1", "T", "TRUE", "Y",
 
 
 def _query_options(query: str, *, rediss: bool) -> dict[str, str]:
-    """The query's options, each known, applied, given once and not empty: redis-py takes
-    the first of repeated values and drops an empty one without a word."""
+    """The query's options, each known, applied, given once and not empty."""
     allowed = URL_OPTIONS | TLS_URL_OPTIONS if rediss else URL_OPTIONS
-    options: dict[str, str] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True):
+
+    def refusal(name: str) -> str | None:
         if name in _REFUSED_URL_OPTIONS:
-            raise ValueError(f"URL option {name!r} is not taken: {_REFUSED_URL_OPTIONS[name]}")
+            return f"URL option {name!r} is not taken: {_REFUSED_URL_OPTIONS[name]}"
         if name in TLS_URL_OPTIONS and not rediss:
-            raise ValueError(f"URL option {name!r} needs a rediss:// URL")
+            return f"URL option {name!r} needs a rediss:// URL"
         if name not in allowed:
-            raise ValueError(f"unknown URL option {name!r} (allowed: {', '.join(sorted(allowed))})")
-        if name in options:
-            raise ValueError(f"URL option {name!r} is given twice")
-        if not value:
-            raise ValueError(f"URL option {name!r} is empty")
-        options[name] = value
-    return options
+            return f"unknown URL option {name!r} (allowed: {', '.join(sorted(allowed))})"
+        return None
+
+    return connection.query_options(query, refusal, "URL option")
 
 
 def _check_path_database(path: str, db_in_query: bool) -> None:

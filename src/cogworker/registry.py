@@ -85,7 +85,8 @@ def resolve(name: str) -> type[Any]:
         except Exception as error:
             if not _is_missing(error, module_name):  # the app's module is broken: say how
                 raise UnknownJobError(
-                    f"unknown job class {name!r}: importing {module_name} raised {_describe(error)}"
+                    f"unknown job class {name!r}: importing {module_name} raised "
+                    f"{describe_error(error)}"
                 ) from error
         job_class = _classes.get(name)
         if job_class is not None:
@@ -144,9 +145,9 @@ def _import_dotted(target: str) -> None:
             raise AppLoadError(
                 f"can't load app {target!r}: no module named {error.name!r}"
             ) from None
-        raise AppLoadError(f"loading {target!r} failed: {_describe(error)}") from error
+        raise AppLoadError(f"loading {target!r} failed: {describe_error(error)}") from error
     except Exception as error:
-        raise AppLoadError(f"loading {target!r} failed: {_describe(error)}") from error
+        raise AppLoadError(f"loading {target!r} failed: {describe_error(error)}") from error
 
 
 def _module_name_for(path: Path) -> str:
@@ -174,7 +175,7 @@ def _load_file(path: Path) -> frozenset[str]:
     try:
         spec.loader.exec_module(module)
     except Exception as error:
-        raise AppLoadError(f"loading {str(path)!r} failed: {_describe(error)}") from error
+        raise AppLoadError(f"loading {str(path)!r} failed: {describe_error(error)}") from error
     if package or path.stem == name:
         return frozenset({name})
     # producers may know the module by either name: register its jobs under both
@@ -183,6 +184,8 @@ def _load_file(path: Path) -> frozenset[str]:
     return frozenset({name, path.stem})
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
+    """``Type: first line of the message`` (``Type`` alone when it has none): for one-line
+    errors and log lines."""
     text = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

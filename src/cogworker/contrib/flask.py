@@ -29,12 +29,12 @@ site accepts the others' cookies; ``$COGWORKER_SESSION_SECRET`` wins over it, as
 
 from __future__ import annotations
 
-import difflib
+import contextlib
 import hashlib
 import hmac
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,6 +43,7 @@ from werkzeug.wrappers import Response
 
 from cogworker.client import Client
 from cogworker.config import OPTION_NAMES, Config, ConfigError, default_config, set_default_config
+from cogworker.config_options import unknown_option
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -152,33 +153,29 @@ def app_options(app: Flask) -> dict[str, Any]:
         )
     for name in given:
         if name not in OPTION_NAMES:
-            raise ConfigError(f'app.config["{CONFIG_KEY}"]: unknown option {name!r}{_hint(name)}')
+            raise ConfigError(f'app.config["{CONFIG_KEY}"]: {unknown_option(name)}')
     return dict(given)
 
 
-def _hint(name: Any) -> str:
-    nearest = difflib.get_close_matches(str(name).lower(), sorted(OPTION_NAMES), n=1)
-    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
-
-
-def _update(settings: Config, options: Mapping[str, Any]) -> None:
+@contextlib.contextmanager
+def _blamed_on_app_config() -> Iterator[None]:
+    """A ConfigError raised inside names ``app.config["COGWORKER"]`` as its source."""
     try:
-        settings.update(options)
+        yield
     except ConfigError as error:
         raise ConfigError(f'app.config["{CONFIG_KEY}"]: {error}') from None
 
 
 def _web_config(options: Mapping[str, Any]) -> Config:
-    """A new config with ``options``; its redis_url first, so that ``$REDIS_URL`` is read (and
-    checked, naming itself) only when the app gives none."""
-    url = options.get("redis_url")
-    try:
-        settings = Config(redis_url=url) if url is not None else None
-    except ConfigError as error:
-        raise ConfigError(f'app.config["{CONFIG_KEY}"]: {error}') from None
-    settings = Config() if settings is None else settings
-    _update(settings, options)
-    return settings
+    """A new config with ``options``. Without a redis_url of the app's, ``$REDIS_URL`` is read,
+    and a bad one names itself rather than the app's settings."""
+    if options.get("redis_url") is None:
+        settings = Config()
+        with _blamed_on_app_config():
+            settings.update(options)
+        return settings
+    with _blamed_on_app_config():
+        return Config(**options)  # redis_url first: $REDIS_URL is never read
 
 
 def _configure_worker(worker: Config, app: Flask, options: Mapping[str, Any]) -> Config:
@@ -190,10 +187,8 @@ def _configure_worker(worker: Config, app: Flask, options: Mapping[str, Any]) ->
             f"this worker already runs its jobs in Flask app {arguments[0].name!r}: "
             f"a worker process serves one Flask app, not also {app.name!r}"
         )
-    try:
+    with _blamed_on_app_config():
         kept = sorted(worker.update_unpinned(options))  # the flags and -C file win
-    except ConfigError as error:
-        raise ConfigError(f'app.config["{CONFIG_KEY}"]: {error}') from None
     worker.server_middleware.prepend(FlaskAppContext, app)
     applied = sorted(set(options) - set(kept))
     logger.info(

@@ -178,12 +178,12 @@ class TracingClientMiddleware:
         redis: redis.Redis,
         call_next: Callable[[], None],
     ) -> None:
-        if CONTEXT_KEY in job and carried_headers(job) is None:
+        given = carried_headers(job)
+        if given is None and CONTEXT_KEY in job:
             raise TypeError(
                 f"{job_class}: the job's {CONTEXT_KEY!r} must be an object of string headers, "
                 f"got {job[CONTEXT_KEY]!r}"
             )
-        given = carried_headers(job)
         links: list[Link] = []
         if given is not None:  # a context the caller put there stays: the span links to it
             linked = _span_context_of(given)

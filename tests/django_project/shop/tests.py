@@ -292,6 +292,17 @@ class UniqueJobTests(FlushedRedis, TransactionTestCase):
         self.assertIsNotNone(again)  # not refused for a day
         self.assertEqual(queued_jids(), [again])
 
+    def test_a_push_failing_at_commit_frees_its_lock(self):
+        redis().set(SHOP, "not a list")  # the queue key of the wrong type: LPUSH fails
+        with self.assertLogs("cogworker.contrib.django", "ERROR") as logged, transaction.atomic():
+            jid = OneReceipt.perform_async(1)
+            self.assertEqual(self.lock_owner(1), jid)
+        self.assertIn(f"push after commit failed: Shop::OneReceipt jid={jid}: ", logged.output[0])
+        self.assertIsNone(self.lock_owner(1))  # not refused for a day: it never ran
+        redis().delete(SHOP)
+        again = OneReceipt.perform_async(1)
+        self.assertEqual(queued_jids(), [again])
+
     def test_a_rolled_back_savepoint_frees_only_its_own_pushes_locks(self):
         with transaction.atomic():
             kept = OneReceipt.perform_async(1)

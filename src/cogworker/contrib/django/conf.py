@@ -16,7 +16,6 @@ middleware.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS  # type: ignore[import-untyped]
 
 from cogworker.config import OPTION_NAMES, Config, ConfigError
+from cogworker.config_options import unknown_option
 from cogworker.contrib.django.connections import CloseDatabaseConnections
 from cogworker.contrib.django.transaction import AfterCommit, PushAtOnce
 
@@ -66,9 +66,7 @@ def _as_options(raw: Any) -> dict[str, Any]:
         if not isinstance(key, str):
             raise ConfigError(f"keys must be option names (strings), got {key!r}")
         if key not in OPTION_NAMES and key not in OWN_KEYS:
-            close = difflib.get_close_matches(key, sorted(OPTION_NAMES | OWN_KEYS), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown option {key!r}{hint}")
+            raise unknown_option(key, OPTION_NAMES | OWN_KEYS)
     return dict(raw)
 
 

@@ -15,7 +15,7 @@ from django.apps import apps  # type: ignore[import-untyped]
 from django.utils.module_loading import module_has_submodule  # type: ignore[import-untyped]
 
 from cogworker import registry
-from cogworker.registry import App, AppLoadError
+from cogworker.registry import App, AppLoadError, describe_error
 
 JOBS_MODULE = "jobs"
 
@@ -30,10 +30,7 @@ def autodiscover() -> list[str]:
         try:
             importlib.import_module(name)
         except Exception as error:
-            text = str(error).splitlines()[0] if str(error) else ""
-            raise AppLoadError(
-                f"loading {name} failed: {type(error).__name__}" + (f": {text}" if text else "")
-            ) from error
+            raise AppLoadError(f"loading {name} failed: {describe_error(error)}") from error
         found.append(app_config.name)
     return found
 

@@ -36,6 +36,7 @@ from django.db import connections, transaction  # type: ignore[import-untyped]
 
 from cogworker import keys, locks, testing
 from cogworker.config import Config
+from cogworker.registry import describe_error
 from cogworker.wire import Payload
 
 AFTER_COMMIT = "after_commit"
@@ -118,14 +119,12 @@ class HeldPush:
         try:
             self.send()
         except Exception as error:
-            text = str(error).splitlines()[0] if str(error) else ""
             for job in self.jobs:
                 logger.error(
-                    "push after commit failed: %s jid=%s: %s: %s",
+                    "push after commit failed: %s jid=%s: %s",
                     job["class"],
                     job["jid"],
-                    type(error).__name__,
-                    text,
+                    describe_error(error),
                 )
         else:
             self.outcome["sent"] = True
