@@ -32,11 +32,45 @@ class SleepJob(cogworker.Job):
 
 
 class LatencyJob(cogworker.Job):
+    """Records how long after its enqueue call it started and, with the trace below, how much
+    of that was spent inside the worker."""
+
     name = "LatencyJob"
 
     def perform(self, enqueued_at: float) -> None:
         started = time.time()
-        cogworker.default_config().redis().rpush("bench:latency", repr(started - enqueued_at))
+        client = cogworker.default_config().redis()
+        client.rpush("bench:latency", repr(started - enqueued_at))
+        taken_at = _taken_at.pop(self.jid, None)
+        if taken_at is not None:
+            client.rpush("bench:latency:in-worker", repr(started - taken_at))
+
+
+# jid -> when the worker read the job off a Redis reply (epoch seconds), filled while
+# BENCH_TRACE_TAKING is set
+_taken_at: dict[str, float] = {}
+
+
+def _trace_taking() -> None:
+    """Note when each job comes off a fetch reply, so that W4 can split a pickup into the way
+    to the worker (client, Redis, the fetcher's wake-up) and the way through it (the hand-off to
+    a processor thread, middleware, perform). A bench-only wrapper around ``Work.taken``, which
+    every fetch path calls on a reply as it arrives."""
+    from cogworker.fetch import Work
+
+    parse = Work.taken.__func__  # type: ignore[attr-defined]
+
+    def taken(cls: type[Work], queue: str, raw: str) -> Work:
+        arrived = time.time()
+        work: Work = parse(cls, queue, raw)
+        _taken_at[work.jid] = arrived
+        return work
+
+    Work.taken = classmethod(taken)  # type: ignore[method-assign, assignment]
+
+
+if os.environ.get("BENCH_TRACE_TAKING"):
+    _trace_taking()
 
 
 class IncrJob(cogworker.Job):
