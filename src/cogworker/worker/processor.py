@@ -47,6 +47,9 @@ class Feed(Protocol):
     def ready(self, mailbox: Mailbox) -> None:
         """This processor is idle: send its next job to ``mailbox``."""
 
+    def running(self) -> None:
+        """A processor woke with the job it was sent and is starting it."""
+
 
 class Processor:
     def __init__(
@@ -89,6 +92,7 @@ class Processor:
                     work = self.mailbox.get()
                     if work is None:
                         return
+                    self._feed.running()
                     self._registered = False
                 try:
                     work = self.process(work)
