@@ -1,7 +1,7 @@
 """cogworker side by side with huey and dramatiq, one worker process each, on one private Redis.
 
     .venv/bin/python bench/peers.py [--rounds N] [--jobs N] [--pickups N] [--quick]
-                                    [--baseline CHECKOUT] [--idle-only]
+                                    [--baseline CHECKOUT] [--io-only | --idle-only]
 
 Each system gets its own virtualenv under ``.bench-venvs/`` in the checkout (git ignores it;
 kept between runs, cogworker reinstalled from this checkout every run so its figures are the
@@ -16,9 +16,10 @@ concurrency 1; flush; enqueue N in bulk, drain at the system's default concurren
 the counter reaches N; the worker's CPU (user + system of its process tree, start-up included)
 and peak RSS (VmHWM summed over the tree) are read then, before it is stopped. A bare redis-py
 LPUSH loop gives the enqueue floor. Systems run in a rotated order each round; the table shows
-medians and min-max. Then as many rounds, rotated the same way, of an idle worker
-(bench/peers_latency.py): its pickup latency and the commands it sends while idle;
-``--idle-only`` runs just those.
+medians and min-max. Then as many rounds, rotated the same way, of jobs that sleep 20 ms at
+concurrency 20 (bench/peers_io.py), and of an idle worker (bench/peers_latency.py): its pickup
+latency and the commands it sends while idle. ``--io-only`` and ``--idle-only`` run just one
+of those.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from peers_io import CONCURRENCY, NAPS, measure_io
 from peers_latency import Idle, measure_idle, percentile
 from peers_systems import (
     CHECKOUT,
@@ -58,6 +61,7 @@ SETTINGS = (
     "dramatiq group().run() enqueue one by one (neither has a bulk API); bare: 1,000 per LPUSH."
 )
 
+IO_ROW = f"{NAPS:,} jobs sleeping 20 ms at concurrency {CONCURRENCY}, s from the first start"
 
 # -- virtualenvs -----------------------------------------------------------------------------
 
@@ -174,44 +178,59 @@ def run_rounds(
     return results
 
 
+def rotations(systems: list[System], rounds: int) -> Iterator[tuple[int, System]]:
+    """(round, system) for the systems that run a worker, in the rotated order of the rounds."""
+    measured = [system for system in systems if system.default_concurrency]
+    for round_index in range(rounds):
+        shift = round_index % len(measured)
+        for system in measured[shift:] + measured[:shift]:
+            yield round_index, system
+
+
+def run_io(systems: list[System], rounds: int, client: redis.Redis, url: str) -> Results:
+    results: Results = defaultdict(list)
+    for round_index, system in rotations(systems, rounds):
+        print(f"I/O round {round_index + 1}/{rounds}: {system.name} ...", flush=True)
+        results[(system.name, IO_ROW)].append(measure_io(system, client, url))
+    return results
+
+
 def run_idle(
     systems: list[System], rounds: int, client: redis.Redis, url: str, samples: int
 ) -> dict[str, list[Idle]]:
     """Each system's idle rounds, in the rotated order the other rows use."""
-    measured = [system for system in systems if system.default_concurrency]
-    found: dict[str, list[Idle]] = {system.name: [] for system in measured}
-    for round_index in range(rounds):
-        shift = round_index % len(measured)
-        for system in measured[shift:] + measured[:shift]:
-            print(
-                f"idle round {round_index + 1}/{rounds}: {system.name}: commands/s, "
-                f"then {samples} pickups ...",
-                flush=True,
-            )
-            found[system.name].append(measure_idle(system, client, url, samples))
-    return found
+    found: dict[str, list[Idle]] = defaultdict(list)
+    for round_index, system in rotations(systems, rounds):
+        print(
+            f"idle round {round_index + 1}/{rounds}: {system.name}: commands/s, "
+            f"then {samples} pickups ...",
+            flush=True,
+        )
+        found[system.name].append(measure_idle(system, client, url, samples))
+    return dict(found)
 
 
 # -- the table -------------------------------------------------------------------------------
 
 
-def cell(values: list[float]) -> str:
+def cell(values: list[float], digits: int | None = None) -> str:
     if not values:
         return "-"
-    digits = 1 if max(values) < 100 else 0
+    if digits is None:
+        digits = 1 if max(values) < 100 else 0
     median = f"{statistics.median(values):,.{digits}f}"
     if len(values) == 1:
         return median
     return f"{median} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
 
 
-def table(systems: list[System], results: Results) -> str:
+def table(systems: list[System], results: Results, digits: int | None = None) -> str:
     metrics = list(dict.fromkeys(metric for _, metric in results))
     metrics.sort(key=lambda metric: not metric.startswith("enqueue"))  # enqueue rows first
     header = "| | " + " | ".join(system.name for system in systems) + " |"
     lines = [header, "|---" * (len(systems) + 1) + "|"]
     for metric in metrics:
-        cells = [cell(results.get((system.name, metric), [])) for system in systems]
+        cells = [cell(results.get((system.name, metric), []), digits) for system in systems]
         lines.append(f"| {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -265,7 +284,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (default 20,000)")
     parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs, 50 pickups")
-    parser.add_argument(
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument(
+        "--io-only", action="store_true", help=f"only the I/O-bound rounds ({NAPS:,} x 20 ms)"
+    )
+    only.add_argument(
         "--idle-only",
         action="store_true",
         help="only the idle-worker rounds: pickup latency and idle commands/s",
@@ -301,16 +324,20 @@ def main() -> None:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         print(f"redis-server {'.'.join(map(str, server.version))} on {server.url}", flush=True)
-        results = None
-        if not args.idle_only:
-            results = run_rounds(systems, args.rounds, args.jobs, client, server.url)
-        idle = run_idle(systems, args.rounds, client, server.url, args.pickups)
+        full, samples = not (args.io_only or args.idle_only), args.pickups
+        results = run_rounds(systems, args.rounds, args.jobs, client, server.url) if full else None
+        io = run_io(systems, args.rounds, client, server.url) if not args.idle_only else None
+        idle = None if args.io_only else run_idle(systems, args.rounds, client, server.url, samples)
         if results is not None:
             print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
             print(table(systems, results))
             print(f"\n{SETTINGS}\n")
-        print(f"\n{args.rounds} idle round(s) x {args.pickups} pickups:\n")
-        print(idle_table(idle))
+        if io is not None:
+            print(f"\n{args.rounds} I/O-bound round(s), median (min-max):\n")
+            print(table([s for s in systems if s.default_concurrency], io, digits=2))
+        if idle is not None:
+            print(f"\n{args.rounds} idle round(s) x {args.pickups} pickups:\n")
+            print(idle_table(idle))
         print(f"\nMachine: {machine(systems, server)}")
 
 

@@ -1,4 +1,4 @@
-"""cogworker's side of bench/peers.py: the INCR job, the latency job, and the ways to enqueue them.
+"""cogworker's side of bench/peers.py: its INCR, nap and latency jobs and the ways to enqueue them.
 
 Imported inside the benchmark's own cogworker virtualenv, never the checkout's: the worker
 loads it with ``-r``, bench/peers_enqueue.py calls the ``enqueue_*`` functions.
@@ -17,6 +17,7 @@ import cogworker
 URL = os.environ["PEERS_REDIS_URL"]
 COUNTER = "peers:incr"
 LATENCIES = "peers:latency"
+FIRST_START = "peers:first_start"
 # one client per process, created at import as a real app's would be
 counter_client = redis.Redis.from_url(URL)
 
@@ -26,6 +27,22 @@ class IncrJob(cogworker.Job):
 
     def perform(self) -> None:
         counter_client.incr(COUNTER)
+
+
+class NapJob(cogworker.Job):
+    """Waits, as an I/O-bound job does; the first one a process runs notes when it started."""
+
+    name = "NapJob"
+
+    def perform(self, seconds: float) -> None:
+        note_first_start()
+        time.sleep(seconds)
+        counter_client.incr(COUNTER)
+
+
+@functools.cache  # once per process
+def note_first_start() -> None:
+    counter_client.set(FIRST_START, repr(time.time()), nx=True)
 
 
 class LatencyJob(cogworker.Job):
@@ -50,6 +67,11 @@ def enqueue_bulk(count: int) -> None:
     """``perform_bulk``: one round trip per 1,000 jobs."""
     _configure()
     IncrJob.perform_bulk([[] for _ in range(count)])
+
+
+def enqueue_naps(count: int, seconds: float) -> None:
+    _configure()
+    NapJob.perform_bulk([[seconds] for _ in range(count)])
 
 
 def enqueue_latency(enqueued_at: float) -> None:

@@ -21,6 +21,7 @@ CHECKOUT = HERE.parent
 VENVS = CHECKOUT / ".bench-venvs"
 COUNTER = "peers:incr"
 LATENCIES = "peers:latency"
+FIRST_START = "peers:first_start"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
