@@ -7,54 +7,36 @@ loads it with ``-r``, bench/peers_enqueue.py calls the ``enqueue_*`` functions.
 from __future__ import annotations
 
 import functools
-import os
-import time
 
-import redis
+import peers_bodies as bodies
 
 import cogworker
-
-URL = os.environ["PEERS_REDIS_URL"]
-COUNTER = "peers:incr"
-LATENCIES = "peers:latency"
-FIRST_START = "peers:first_start"
-# one client per process, created at import as a real app's would be
-counter_client = redis.Redis.from_url(URL)
 
 
 class IncrJob(cogworker.Job):
     name = "IncrJob"
 
     def perform(self) -> None:
-        counter_client.incr(COUNTER)
+        bodies.incr()
 
 
 class NapJob(cogworker.Job):
-    """Waits, as an I/O-bound job does; the first one a process runs notes when it started."""
-
     name = "NapJob"
 
     def perform(self, seconds: float) -> None:
-        note_first_start()
-        time.sleep(seconds)
-        counter_client.incr(COUNTER)
-
-
-@functools.cache  # once per process
-def note_first_start() -> None:
-    counter_client.set(FIRST_START, repr(time.time()), nx=True)
+        bodies.nap(seconds)
 
 
 class LatencyJob(cogworker.Job):
     name = "LatencyJob"
 
     def perform(self, enqueued_at: float) -> None:
-        counter_client.rpush(LATENCIES, repr(time.time() - enqueued_at))
+        bodies.record_latency(enqueued_at)
 
 
 @functools.cache  # once per process: never in the worker, whose config the CLI builds
 def _configure() -> None:
-    cogworker.set_default_config(cogworker.Config(redis_url=URL))
+    cogworker.set_default_config(cogworker.Config(redis_url=bodies.URL))
 
 
 def enqueue_one(count: int) -> None:

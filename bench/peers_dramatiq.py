@@ -7,44 +7,27 @@ script call per message on the Redis broker.
 
 from __future__ import annotations
 
-import functools
-import os
-import time
-
 import dramatiq
-import redis
+import peers_bodies as bodies
 from dramatiq.brokers.redis import RedisBroker
 
-URL = os.environ["PEERS_REDIS_URL"]
-COUNTER = "peers:incr"
-LATENCIES = "peers:latency"
-FIRST_START = "peers:first_start"
-counter_client = redis.Redis.from_url(URL)
-
 # the default middleware (AgeLimit, TimeLimit, Callbacks, Pipelines, Retries, ...)
-dramatiq.set_broker(RedisBroker(url=URL))
+dramatiq.set_broker(RedisBroker(url=bodies.URL))
 
 
 @dramatiq.actor
 def incr() -> None:
-    counter_client.incr(COUNTER)
+    bodies.incr()
 
 
 @dramatiq.actor
 def nap(seconds: float) -> None:
-    note_first_start()
-    time.sleep(seconds)
-    counter_client.incr(COUNTER)
-
-
-@functools.cache  # once per process
-def note_first_start() -> None:
-    counter_client.set(FIRST_START, repr(time.time()), nx=True)
+    bodies.nap(seconds)
 
 
 @dramatiq.actor
 def latency(enqueued_at: float) -> None:
-    counter_client.rpush(LATENCIES, repr(time.time() - enqueued_at))
+    bodies.record_latency(enqueued_at)
 
 
 def enqueue_one(count: int) -> None:

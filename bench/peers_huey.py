@@ -6,43 +6,26 @@ The consumer loads it as ``huey_consumer peers_huey.huey``. huey has no bulk enq
 
 from __future__ import annotations
 
-import functools
-import os
-import time
-
-import redis
+import peers_bodies as bodies
 from huey import RedisHuey
 
-URL = os.environ["PEERS_REDIS_URL"]
-COUNTER = "peers:incr"
-LATENCIES = "peers:latency"
-FIRST_START = "peers:first_start"
-counter_client = redis.Redis.from_url(URL)
-
 # huey's defaults otherwise (blocking BRPOP fetch, results kept unless None)
-huey = RedisHuey("peers", url=URL)
+huey = RedisHuey("peers", url=bodies.URL)
 
 
 @huey.task()
 def incr() -> None:
-    counter_client.incr(COUNTER)
+    bodies.incr()
 
 
 @huey.task()
 def nap(seconds: float) -> None:
-    note_first_start()
-    time.sleep(seconds)
-    counter_client.incr(COUNTER)
-
-
-@functools.cache  # once per process
-def note_first_start() -> None:
-    counter_client.set(FIRST_START, repr(time.time()), nx=True)
+    bodies.nap(seconds)
 
 
 @huey.task()
 def latency(enqueued_at: float) -> None:
-    counter_client.rpush(LATENCIES, repr(time.time() - enqueued_at))
+    bodies.record_latency(enqueued_at)
 
 
 def enqueue_one(count: int) -> None:
