@@ -38,9 +38,9 @@ def spawn(
     *flags: str,
     log_level: str = "WARNING",
     quiet: bool = False,
-    env: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "REDIS_URL": server.url, **(env or {})}
+    env = {**os.environ, "REDIS_URL": server.url, **(extra_env or {})}
     return subprocess.Popen(
         [
             sys.executable,
@@ -115,7 +115,7 @@ def w3(server: RedisServer, client: object) -> None:
 def w4(server: RedisServer, client: object) -> None:
     from bench_jobs import LatencyJob
 
-    worker = spawn(server, "-c", "10", env={"BENCH_TRACE_TAKING": "1"})
+    worker = spawn(server, "-c", "10", extra_env={"BENCH_TRACE_TAKING": "1"})
     try:
         wait_until(lambda: client.scard(keys.PROCESSES) > 0, 30)  # type: ignore[attr-defined]
         time.sleep(1.0)  # let the worker settle into its idle blocking fetch
