@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
-from peers_io import CONCURRENCY, NAPS, measure_io
+from peers_io import NAPS, ROW, measure_io
 from peers_latency import Idle, measure_idle, percentile
 from peers_systems import (
     CHECKOUT,
@@ -60,8 +60,6 @@ SETTINGS = (
     "default INFO. Bulk: cogworker perform_bulk (1,000 per round trip); huey Task.map and "
     "dramatiq group().run() enqueue one by one (neither has a bulk API); bare: 1,000 per LPUSH."
 )
-
-IO_ROW = f"{NAPS:,} jobs sleeping 20 ms at concurrency {CONCURRENCY}, s from the first start"
 
 # -- virtualenvs -----------------------------------------------------------------------------
 
@@ -191,7 +189,7 @@ def run_io(systems: list[System], rounds: int, client: redis.Redis, url: str) ->
     results: Results = defaultdict(list)
     for round_index, system in rotations(systems, rounds):
         print(f"I/O round {round_index + 1}/{rounds}: {system.name} ...", flush=True)
-        results[(system.name, IO_ROW)].append(measure_io(system, client, url))
+        results[(system.name, ROW)].append(measure_io(system, client, url))
     return results
 
 
@@ -286,7 +284,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="1 round of 2,000 jobs, 50 pickups")
     only = parser.add_mutually_exclusive_group()
     only.add_argument(
-        "--io-only", action="store_true", help=f"only the I/O-bound rounds ({NAPS:,} x 20 ms)"
+        "--io-only", action="store_true", help=f"only the I/O-bound rounds ({NAPS:,} naps)"
     )
     only.add_argument(
         "--idle-only",
@@ -324,10 +322,11 @@ def main() -> None:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         print(f"redis-server {'.'.join(map(str, server.version))} on {server.url}", flush=True)
-        full, samples = not (args.io_only or args.idle_only), args.pickups
-        results = run_rounds(systems, args.rounds, args.jobs, client, server.url) if full else None
-        io = run_io(systems, args.rounds, client, server.url) if not args.idle_only else None
-        idle = None if args.io_only else run_idle(systems, args.rounds, client, server.url, samples)
+        url, rounds = server.url, args.rounds
+        full = not (args.io_only or args.idle_only)
+        results = run_rounds(systems, rounds, args.jobs, client, url) if full else None
+        io = None if args.idle_only else run_io(systems, rounds, client, url)
+        idle = None if args.io_only else run_idle(systems, rounds, client, url, args.pickups)
         if results is not None:
             print(f"\n{args.rounds} round(s) x {args.jobs:,} jobs, median (min-max):\n")
             print(table(systems, results))

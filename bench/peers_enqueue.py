@@ -15,8 +15,9 @@ import sys
 import time
 from types import ModuleType
 
+from peers_systems import NAP_SECONDS
+
 LATENCY_GAP = 0.05
-NAP_SECONDS = 0.02
 
 
 def enqueue_latency(module: ModuleType, count: int) -> None:

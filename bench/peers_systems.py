@@ -22,6 +22,7 @@ VENVS = CHECKOUT / ".bench-venvs"
 COUNTER = "peers:incr"
 LATENCIES = "peers:latency"
 FIRST_START = "peers:first_start"
+NAP_SECONDS = 0.02  # how long each job of the I/O-bound row sleeps
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 

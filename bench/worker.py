@@ -31,6 +31,7 @@ from cogworker.redis_server import RedisServer
 
 HERE = Path(__file__).resolve().parent
 JOBS = HERE / "bench_jobs.py"
+PICKUPS = 200  # W4's latency samples
 
 
 def spawn(
@@ -119,16 +120,16 @@ def w4(server: RedisServer, client: object) -> None:
     try:
         wait_until(lambda: client.scard(keys.PROCESSES) > 0, 30)  # type: ignore[attr-defined]
         time.sleep(1.0)  # let the worker settle into its idle blocking fetch
-        for _ in range(200):
+        for _ in range(PICKUPS):
             LatencyJob.perform_async(time.time())
             time.sleep(0.05)
-        wait_until(lambda: client.llen("bench:latency") >= 200, 30)  # type: ignore[attr-defined]
+        wait_until(lambda: client.llen("bench:latency") >= PICKUPS, 30)  # type: ignore[attr-defined]
     finally:
         stop(worker)
     p50, p99 = _median_and_p99("bench:latency", client)
     inside_p50, inside_p99 = _median_and_p99("bench:latency:in-worker", client)
     print(
-        f"W4 pickup latency over 200 jobs: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+        f"W4 pickup latency over {PICKUPS} jobs: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
         f"(targets <= 1.2 / <= 2.0); of it inside the worker, from the fetch reply read to "
         f"perform: p50 {inside_p50:.2f} ms, p99 {inside_p99:.2f} ms"
     )
@@ -136,8 +137,8 @@ def w4(server: RedisServer, client: object) -> None:
 
 def _median_and_p99(key: str, client: object) -> tuple[float, float]:
     samples = sorted(float(v) * 1000 for v in client.lrange(key, 0, -1))  # type: ignore[attr-defined]
-    if len(samples) != 200:
-        raise RuntimeError(f"{key} holds {len(samples)} samples, not 200")
+    if len(samples) != PICKUPS:
+        raise RuntimeError(f"{key} holds {len(samples)} samples, not {PICKUPS}")
     return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
 
 
