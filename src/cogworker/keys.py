@@ -59,6 +59,9 @@ PERIODIC_SCHEDULE = "periodic:schedule"
 PERIODIC_DISABLED = "periodic:disabled"
 
 QUARANTINE_PREFIX = "cogworker:quarantine:"
+# Python-side extra (a Ruby process neither writes nor reads it): basic fetch's record that
+# one fetched attempt of a job was filed into retry or dead
+FILED_ATTEMPT_PREFIX = "cogworker:filed:"
 
 
 def queue(name: str) -> str:
@@ -103,6 +106,12 @@ def throughput(hour: int) -> str:
 
 
 THROUGHPUT_TTL = 90_000  # 25 hours: the last full day of hourly counters is always there
+
+
+def filed_attempt(jid: str, digest: str) -> str:
+    """Basic fetch's marker that the attempt of job ``jid`` whose payload, as fetched, has
+    ``digest`` was filed into retry or dead: a filing sent again finds it and writes nothing."""
+    return f"{FILED_ATTEMPT_PREFIX}{jid}:{digest}"
 
 
 def job_attempts(jid: str) -> str:

@@ -1,23 +1,31 @@
 """Basic fetch: BRPOP, for Redis servers without LMOVE (< 6.2).
 
 A job is in memory only while it runs, tracked in the workers hash; a clean shutdown requeues
-those entries, but a job whose process is killed mid-job is lost.
+those entries, but a job whose process is killed mid-job is lost. With no in-progress entry to
+guard a filing into retry or dead, a short-lived marker per fetched attempt keeps a filing sent
+again (its reply was lost) from writing a second record.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 from collections.abc import Sequence
 
-from cogworker import keys
+from cogworker import keys, scripts
 from cogworker.config import Config
+from cogworker.failure import Rejection
 from cogworker.fetch import FetchMode, Filing, Work
 from cogworker.fetch.blocking import BlockingConnection
 from cogworker.fetch.queues import NO_QUEUE_SLEEP, PausedQueues
 from cogworker.scripts import Batch
 
 TIMEOUT = 2.0
+# how long a filed attempt is remembered: far longer than a process keeps retrying a filing
+FILED_MARKER_TTL = 86_400
+
+FILE_ONCE = scripts.load(__file__, "file_once")
 
 
 class BasicFetch:
@@ -73,8 +81,15 @@ class BasicFetch:
         self._client.rpush(keys.queue(work.queue), work.raw)
 
     def file_instead(self, work: Work, filing: Filing) -> bool:
-        self._client.zadd(filing.target, {filing.payload: filing.score})
-        return True
+        if isinstance(work.job, Rejection):
+            # not a job: two identical payloads can't be told apart, so no marker (a lost
+            # reply may leave a second dead wrapper, never drop a payload pushed twice)
+            self._client.zadd(filing.target, {filing.payload: filing.score})
+            return True
+        digest = hashlib.sha1(work.raw.encode("utf-8", "surrogateescape")).hexdigest()
+        marker = keys.filed_attempt(work.jid, digest)
+        args = [FILED_MARKER_TTL, filing.score, filing.payload]
+        return bool(FILE_ONCE(self._client, [marker, filing.target], args))
 
     def close(self) -> None:
         self._blocking.close()

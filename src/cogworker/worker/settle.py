@@ -123,15 +123,18 @@ class Settler:
         the write failed (``interrupt`` then logs what happened)."""
         if outcome.job is None or outcome.error is None:
             raise ValueError("only a run that failed has a failure to file")
-        fate = self.route_failure(outcome.job, outcome.error, outcome)
+        fate = self.route_failure(work, outcome.job, outcome.error, outcome)
         if fate is None:
             return Next.INTERRUPT
         self.log_failure(work, outcome, logging.WARNING, fate)
         return Next.ACKNOWLEDGE
 
-    def route_failure(self, job: Payload, error: BaseException, outcome: Outcome) -> str | None:
-        """Write the failure's fields into ``job`` and file it. Returns what that led to, for
-        the log line, or None if the write failed (``outcome.filing_error`` says why)."""
+    def route_failure(
+        self, work: Work, job: Payload, error: BaseException, outcome: Outcome
+    ) -> str | None:
+        """Write the failure's fields into ``job`` (the run's copy of ``work``) and file it in
+        place of ``work``. Returns what that led to, for the log line, or None if the write
+        failed (``outcome.filing_error`` says why)."""
         decided_late = outcome.decision is None
         decision = outcome.decision = outcome.decision or self._decide_late(job, error)
         job.pop("failure_outcome", None)
@@ -145,8 +148,11 @@ class Settler:
         delay: float | None = None
         if decision.outcome != "discard":
             delay = decision.delay if decision.delay is not None else failure.default_backoff(count)
-            if not self._file(job, error, decision, now, delay, outcome):
+            filed = self._file(work, job, error, decision, (now, delay), outcome)
+            if filed is None:
                 return None
+            if not filed:
+                return "not filed: no longer held here (another process took it over)"
         outcome.filed = True  # from here on (discard included) the job must only be acked
         if decision.cut_short or (decided_late and decision.outcome != "retry"):
             locks.release(self._client, job)
@@ -165,21 +171,29 @@ class Settler:
 
     def _file(
         self,
+        work: Work,
         job: Payload,
         error: BaseException,
         decision: Decision,
-        now: float,
-        delay: float,
+        timing: tuple[float, float],
         outcome: Outcome,
-    ) -> bool:
+    ) -> bool | None:
+        """File ``job`` into retry or dead in place of ``work``, by the exact entry fetched: a
+        reply lost after the write can't lead to a second record, since the interrupt or the
+        reconcile that follows finds the entry settled. True if filed, False if ``work`` was no
+        longer held (nothing written), None if the write failed."""
+        now, delay = timing
         retry = decision.outcome == "retry"
         target, score = (keys.RETRY, now + delay) if retry else (keys.DEAD, now)
         try:
-            self._client.zadd(target, {wire.dumps(job): score})
+            filing = Filing(target, score, wire.dumps(job))
+            written = self._strategy.current().file_instead(work, filing)
         except (*_ENCODING_ERRORS, redis.RedisError) as write_error:
             outcome.filing_error = write_error
-            return False
+            return None
         outcome.filed = True
+        if not written:
+            return False
         if retry:
             locks.extend_for_retry(self._config, self._client, job, delay)
         else:
