@@ -28,6 +28,7 @@ from runtime_support import (
     started_workers,
     zset_entries,
 )
+from sentry_sdk.consts import DEFAULT_OPTIONS
 from sentry_sdk.envelope import Envelope
 from sentry_sdk.transport import Transport
 
@@ -40,6 +41,20 @@ from cogworker.execute import execute
 APP = Path(__file__).resolve().parent / "contrib_sentry_app.py"
 CHARGE = "Contrib::Sentry::Charge"
 WORKER_CONFIG = "poll_interval: 0.2\nconcurrency: 2\n"
+
+# Sentry's rule for job data, as the installed SDK has it (the suite runs on 2.x and 3.x alike):
+# sentry-sdk 3 has no send_default_pii and collects job data unless data_collection says
+# queues=False; 2.x before data_collection follows send_default_pii (False by default); late 2.x
+# follows data_collection's queues when the user gave data_collection, else send_default_pii.
+SENTRY_MAJOR = int(sentry_sdk.VERSION.split(".")[0])
+SDK_OPTIONS = frozenset(DEFAULT_OPTIONS)
+HAS_DATA_COLLECTION = "data_collection" in SDK_OPTIONS
+HAS_SEND_DEFAULT_PII = "send_default_pii" in SDK_OPTIONS
+JOB_DATA_BY_DEFAULT = SENTRY_MAJOR >= 3
+JOB_DATA_ON: dict[str, Any] = (
+    {"data_collection": {"queues": True}} if HAS_DATA_COLLECTION else {"send_default_pii": True}
+)
+"""Client options under which the installed SDK collects job data."""
 
 
 # -- a real worker ------------------------------------------------------------------------------
@@ -126,7 +141,8 @@ def test_every_failure_is_one_event_saying_whether_the_job_will_be_retried(
         "class": CHARGE,
         "jid": declined,
         "queue": "default",
-        "args": "[Filtered]",  # by default Sentry collects no job args
+        # by default sentry-sdk 3 collects job data, 2.x does not
+        "args": ["4242424242424242", 10] if JOB_DATA_BY_DEFAULT else "[Filtered]",
         "retry": 1,
         "retry_count": 0,
         "will_retry": True,
@@ -134,7 +150,8 @@ def test_every_failure_is_one_event_saying_whether_the_job_will_be_retried(
     assert first["transaction"] == CHARGE
     exception = exception_of(first)
     assert (exception["type"], exception["value"]) == ("ValueError", "card declined for 10")
-    assert exception["mechanism"] == {"type": "cogworker", "handled": False}
+    mechanism = exception["mechanism"]  # sentry-sdk 3 adds its exception_id
+    assert (mechanism["type"], mechanism["handled"]) == ("cogworker", False)
     assert exception["stacktrace"]["frames"][-1]["function"] == "perform"
     assert last["tags"]["cogworker.will_retry"] == "false"
     assert (
@@ -152,9 +169,7 @@ def test_every_failure_is_one_event_saying_whether_the_job_will_be_retried(
 def test_report_after_retries_sends_only_the_final_failure_with_scrubbed_args(
     start_worker: Any, config: cogworker.Config, r: redis.Redis
 ) -> None:
-    worker = start_worker(
-        sentry={"data_collection": {"queues": True}}, report_after_retries=True, scrub=True
-    )
+    worker = start_worker(sentry=JOB_DATA_ON, report_after_retries=True, scrub=True)
     jid = push(cogworker.Client(config), CHARGE, "4242424242424242", 10)
     wait_for(lambda: jid in dead_jids(r), timeout=20)
     ((entry, _),) = zset_entries(r, keys.DEAD)
@@ -256,7 +271,7 @@ def test_inline_run_reports_a_final_failure_with_args_when_queue_data_is_collect
     config: cogworker.Config,
 ) -> None:
     cogworker_sentry.instrument(config)
-    with captured(data_collection={"queues": True}) as events, testing.inline():
+    with captured(**JOB_DATA_ON) as events, testing.inline():
         with pytest.raises(PermissionError):
             cogworker.Client(config).push({"class": Refused.name, "args": ["ada@example.com"]})
         sentry_sdk.capture_message("after the job")
@@ -304,21 +319,54 @@ def test_a_scrubber_that_raises_sends_no_args(
     assert f"jid={'b' * 24}: scrub_args raised RuntimeError: oops" in caplog.text
 
 
-def test_args_follow_send_default_pii_unless_send_args_says_otherwise(
-    config: cogworker.Config,
-) -> None:
-    def args_sent(**instrument_options: Any) -> Any:
-        cogworker_sentry.instrument(config, **instrument_options)
-        with warnings.catch_warnings():  # newer SDKs deprecate send_default_pii; older don't
-            warnings.simplefilter("ignore", DeprecationWarning)
-            client, events = capturing_client(send_default_pii=True)
-        with on_own_scope(client), pytest.raises(PermissionError):
-            execute(config.server_middleware, job_payload(2), "default")
-        reported = next(event for event in events if "exception" in event)
-        return reported["contexts"]["cogworker"]["args"]
+def sentry_rule_cases() -> list[Any]:
+    """(client options, whether the installed SDK's rule sends job args), as it applies."""
+    cases = [pytest.param({}, JOB_DATA_BY_DEFAULT, id="default")]
+    if HAS_SEND_DEFAULT_PII:
+        cases.append(pytest.param({"send_default_pii": True}, True, id="send_default_pii"))
+    if HAS_DATA_COLLECTION:
+        cases += [
+            pytest.param({"data_collection": {"queues": True}}, True, id="queues"),
+            pytest.param({"data_collection": {"queues": False}}, False, id="no-queues"),
+            pytest.param({"data_collection": {}}, True, id="queues-by-default"),
+        ]
+    if HAS_SEND_DEFAULT_PII and HAS_DATA_COLLECTION:  # the user's data_collection wins
+        pii_but_no_queues = {"send_default_pii": True, "data_collection": {"queues": False}}
+        cases.append(pytest.param(pii_but_no_queues, False, id="queues-beat-send_default_pii"))
+    return cases
 
-    assert args_sent() == ["x"]
-    assert args_sent(send_args=False) == "[Filtered]"
+
+def args_sent(config: cogworker.Config, **client_options: Any) -> Any:
+    """The args of the failure's event sent by a client with ``client_options``."""
+    with warnings.catch_warnings():  # late 2.x deprecates send_default_pii; others don't
+        warnings.simplefilter("ignore", DeprecationWarning)
+        client, events = capturing_client(**client_options)
+    with on_own_scope(client), pytest.raises(PermissionError):
+        execute(config.server_middleware, job_payload(2), "default")
+    reported = next(event for event in events if "exception" in event)
+    return reported["contexts"]["cogworker"]["args"]
+
+
+@pytest.mark.parametrize(("client_options", "sent"), sentry_rule_cases())
+def test_args_follow_sentrys_rule_for_job_data(
+    config: cogworker.Config, client_options: dict[str, Any], sent: bool
+) -> None:
+    cogworker_sentry.instrument(config)
+    assert args_sent(config, **client_options) == (["x"] if sent else "[Filtered]")
+
+
+def test_send_args_overrides_sentrys_rule_for_job_data(config: cogworker.Config) -> None:
+    job_data_off = {"data_collection": {"queues": False}} if HAS_DATA_COLLECTION else {}
+    cogworker_sentry.instrument(config, send_args=False)
+    assert args_sent(config, **JOB_DATA_ON) == "[Filtered]"
+    cogworker_sentry.instrument(config, send_args=True)
+    assert args_sent(config, **job_data_off) == ["x"]
+
+
+def test_the_installed_sdk_is_one_the_rule_cases_describe() -> None:
+    # 2.x always has send_default_pii (late 2.x data_collection too); 3.x only data_collection
+    assert HAS_SEND_DEFAULT_PII is (SENTRY_MAJOR == 2)
+    assert HAS_DATA_COLLECTION or SENTRY_MAJOR == 2
 
 
 def test_instrument_refuses_options_it_cannot_honour(config: cogworker.Config) -> None:

@@ -23,9 +23,10 @@ budget); a run in a testing mode is never retried.
 
 Options of ``instrument``:
 
-- ``send_args``: None (default) follows Sentry's ``send_default_pii`` (or the ``queues`` flag of
-  its ``data_collection`` option when that is set); True always, False never; args not sent
-  show as ``[Filtered]``.
+- ``send_args``: None (default) follows Sentry's own rule for job data: the ``queues`` flag of
+  its ``data_collection`` option (sentry-sdk 3 always has it, True unless set otherwise; in 2.x
+  it counts only when the user set ``data_collection``), otherwise ``send_default_pii`` (SDKs
+  before ``data_collection``); True always, False never; args not sent show as ``[Filtered]``.
 - ``scrub_args``: a callable given the job's args, returning what to send instead (it runs only
   when args are sent; if it raises, the args are not sent).
 - ``report_after_retries``: True sends no event for a failure that will be retried, only for
@@ -44,6 +45,7 @@ own flush at exit, 2 s by default).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +68,10 @@ FILTERED = "[Filtered]"
 CONTEXT = "cogworker"
 
 ArgsScrubber = Callable[[list[Any]], Any]
+
+MECHANISM = {"type": "cogworker", "handled": False}
+_PASS_CLIENT_OPTIONS = "client_options" in inspect.signature(event_from_exception).parameters
+"""sentry-sdk 2.x's ``event_from_exception`` takes the client's options; 3.x reads them itself."""
 
 
 @dataclass(frozen=True)
@@ -116,10 +122,21 @@ def _args_allowed(send_args: bool | None) -> bool:
     if send_args is not None:
         return send_args
     client = sentry_sdk.get_client()
-    collection = client.options.get("data_collection") if client.options else None
+    collection = (client.options or {}).get("data_collection")
+    pii_rule = getattr(client, "should_send_default_pii", None)  # gone in sentry-sdk 3
+    if pii_rule is None:  # 3.x: data_collection is always resolved, queues True by default
+        return not isinstance(collection, dict) or bool(collection.get("queues", True))
     if isinstance(collection, dict) and collection.get("provided_by_user"):
-        return bool(collection.get("queues"))  # newer SDKs: it wins over send_default_pii
-    return bool(client.should_send_default_pii())
+        return bool(collection.get("queues"))  # late 2.x: it wins over send_default_pii
+    return bool(pii_rule())
+
+
+def failure_event(error: BaseException) -> tuple[Any, dict[str, Any]]:
+    """The event (and its hint) reporting ``error`` as raised through the middleware."""
+    options: dict[str, Any] = {}
+    if _PASS_CLIENT_OPTIONS:
+        options["client_options"] = sentry_sdk.get_client().options
+    return event_from_exception(error, mechanism=dict(MECHANISM), **options)
 
 
 def shown_args(job: Payload, options: SentryOptions) -> Any:
@@ -154,7 +171,10 @@ class SentryServerMiddleware:
         queue: str,
         call_next: Callable[[], None],
     ) -> None:
+        client = sentry_sdk.get_client()
         with sentry_sdk.isolation_scope() as scope:
+            if sentry_sdk.get_client() is not client:  # early 2.x forks drop a scope's client
+                scope.set_client(client)
             scope.clear_breadcrumbs()  # the copy holds what came before this run
             described = self._describe(scope, job, queue)
             try:
@@ -190,11 +210,7 @@ class SentryServerMiddleware:
                 return
             scope.set_context(CONTEXT, {**described, "will_retry": retrying})
             scope.set_tag("cogworker.will_retry", "true" if retrying else "false")
-            event, hint = event_from_exception(
-                error,
-                client_options=sentry_sdk.get_client().options,
-                mechanism={"type": "cogworker", "handled": False},
-            )
+            event, hint = failure_event(error)
             scope.capture_event(event, hint=hint)
         except Exception as report_error:
             logger.error(
