@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from typing import Any
 
@@ -26,6 +28,11 @@ class BlockingConnection:
     client is unblocked by timeout. With the error, such a server also runs the held-back
     command later, so a woken connection is closed rather than reused: a job that command
     moves is a stray on the in-progress list, which reconcile or the hand-back requeues.
+
+    Valkey does not let CLIENT UNBLOCK end a command held back by CLIENT PAUSE (it answers
+    0), so then the waker shuts the connection's socket down instead: the blocked call ends
+    at once with the connection closed, which is a wake too (a held-back command of a client
+    that has gone is never run).
     """
 
     def __init__(self, config: Config, block_seconds: float) -> None:
@@ -38,6 +45,7 @@ class BlockingConnection:
         self._client_id: int | None = None
         self._blocked = False
         self._wake_pending = False
+        self._cut = False  # the waker shut the socket down: the call's connection error is a wake
         self._lock = threading.Lock()
         self.woken = False  # whether the last call ended by a wake rather than its reply
 
@@ -62,23 +70,37 @@ class BlockingConnection:
         except BaseException as error:
             self._client_id = None
             conn.disconnect()
-            if isinstance(error, redis.ResponseError) and str(error).startswith(UNBLOCKED):
+            woken = isinstance(error, redis.ResponseError) and str(error).startswith(UNBLOCKED)
+            if woken or (self._cut and isinstance(error, redis.ConnectionError)):
                 self.woken = True  # see the class docstring
                 return None
             raise
         finally:
             with self._lock:
-                self._blocked = False
+                self._blocked = self._cut = False
 
     def wake(self, waker: redis.Redis) -> None:
         with self._lock:
             client_id = self._client_id if self._blocked else None
             self._wake_pending = not self._blocked
-        if client_id is not None:
-            try:
-                waker.client_unblock(client_id, error=True)
-            except redis.RedisError as error:
-                logger.debug("couldn't wake the fetch connection: %s", error)
+        if client_id is None:
+            return
+        try:
+            if waker.client_unblock(client_id, error=True):
+                return
+        except redis.RedisError as error:
+            logger.debug("couldn't wake the fetch connection: %s", error)
+        self._cut_socket()
+
+    def _cut_socket(self) -> None:
+        """End a blocked call that CLIENT UNBLOCK couldn't (see the class docstring)."""
+        with self._lock:
+            sock = getattr(self._connection, "_sock", None) if self._blocked else None
+            if sock is None:
+                return
+            self._cut = True
+            with contextlib.suppress(OSError):  # already closed: the call ends by itself
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         if self._connection is not None:
