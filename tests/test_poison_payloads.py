@@ -160,6 +160,15 @@ def assert_filed_once(b: redis.Redis, poison: bytes, error_class: str | None = N
     assert DEATHS == []  # no death hooks for a payload that is not a job
 
 
+def checks_of(manager: Manager) -> Scheduler:
+    """The scheduler's checks for ``manager``, with its fetch chosen first, as in a worker
+    (its first heartbeat chooses the fetch before the scheduler starts). A Manager started on
+    its own leaves the choice to its fetcher thread; a check made before that thread got to
+    it skips reconcile, which runs only once the fetch is known to be reliable."""
+    manager.strategy.current()
+    return Scheduler(manager)
+
+
 def inprogress_empty(b: redis.Redis, manager: Manager) -> bool:
     manager.bookkeeper.flush()
     return b.llen(keys.inprogress(manager.identity)) == 0 and not manager.ledger.running()
@@ -209,7 +218,7 @@ def test_in_one_batch_with_good_jobs_the_good_ones_run(
     # the next process starts clean: nothing is handed back, nothing found on its checks
     restarted = Manager(manager.config, new_identity())
     with running(restarted, stop_timeout=2.0):
-        Scheduler(restarted).orphan_check()
+        checks_of(restarted).orphan_check()
         OkJob.perform_async("after-restart")
         wait_for(lambda: "after-restart" in RUNS)
     assert_filed_once(b, poison, error_class)
@@ -295,7 +304,7 @@ def test_in_a_sorted_set_it_goes_to_dead_and_the_entries_behind_it_graduate(
     now = redis_time(b)
     b.zadd(source, {good("before"): now - 30, poison: now - 20, good("behind"): now - 10})
     with running(manager, stop_timeout=2.0):
-        checks = Scheduler(manager)
+        checks = checks_of(manager)
         checks.poll_once()
         assert b.zcard(source) == 0  # one poll: the bad entry holds nothing up
         wait_for(lambda: sorted(RUNS) == ["before", "behind"])
@@ -318,7 +327,7 @@ def test_left_by_a_dead_process_it_goes_to_dead_and_its_good_jobs_run(
     b.sadd(keys.INPROGRESS_IDENTITIES, dead)
     b.hset(keys.LAST_BEAT, dead, str(redis_time(b) - 10_000))
     with running(manager, stop_timeout=2.0):
-        Scheduler(manager).orphan_check()
+        checks_of(manager).orphan_check()
         assert b.exists(keys.inprogress(dead)) == 0
         wait_for(lambda: sorted(RUNS) == ["first", "last"])
         wait_for(lambda: b.zcard(keys.DEAD) == 1 and inprogress_empty(b, manager))
@@ -334,7 +343,7 @@ def test_a_stray_in_our_own_list_is_filed_by_reconcile_not_requeued(
     poison, error_class = POISON[case]
     with running(manager, stop_timeout=2.0):
         b.lpush(keys.inprogress(manager.identity), poison)  # listed, not running here
-        checks = Scheduler(manager)
+        checks = checks_of(manager)
         checks.orphan_check()  # seen once: it may be a fetch still on its way
         assert b.lrange(keys.inprogress(manager.identity), 0, -1) == [poison]
         checks.orphan_check()
