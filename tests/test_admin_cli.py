@@ -32,6 +32,8 @@ from cogworker import keys, wire
 from cogworker.connection import redacted_url
 from cogworker.redis_server import free_port
 
+pytestmark = pytest.mark.slow  # the full run only: the admin CLI as processes, beside workers
+
 JOBS_MODULE = """
 import cogworker
 

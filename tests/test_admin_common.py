@@ -29,6 +29,8 @@ from runtime_support import (
 from cogworker import admin, keys, wire
 from cogworker.redis_server import RedisServer, free_port
 
+pytestmark = pytest.mark.slow  # the full run only: the admin command line as processes
+
 UNREACHABLE = f"redis://127.0.0.1:{free_port()}/0"
 
 

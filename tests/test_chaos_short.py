@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the full run only: fault injection against worker processes
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAOS = ROOT / "bench" / "chaos.py"
 SEED = 20261130

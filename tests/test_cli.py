@@ -26,6 +26,8 @@ from runtime_support import StartWorker, Worker, closing_producer, started_worke
 import cogworker
 from cogworker import keys
 
+pytestmark = pytest.mark.slow  # the full run only: `cogworker` processes
+
 JOBS_MODULE = textwrap.dedent(
     """
     import cogworker

@@ -18,6 +18,8 @@ from runtime_support import StartWorker, Worker, cogworker_env, release, started
 import cogworker
 from cogworker import keys
 
+pytestmark = pytest.mark.slow  # the full run only: `cogworker run` processes
+
 JOBS = textwrap.dedent(
     """
     import logging

@@ -30,6 +30,8 @@ from cogworker import boot, cli, keys
 from cogworker.redis_server import RedisServer
 from cogworker.swarm import Swarm
 
+pytestmark = pytest.mark.slow  # the full run only: `cogworker` processes
+
 JOBS_MODULE = textwrap.dedent(
     """
     import json

@@ -32,6 +32,8 @@ import cogworker
 from cogworker import keys
 from cogworker.redis_server import free_port
 
+pytestmark = pytest.mark.slow  # the full run only: manage.py and workers as processes
+
 PROJECT = Path(__file__).resolve().parent / "django_project"
 
 

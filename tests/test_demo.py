@@ -16,11 +16,14 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
 import redis
 from conftest import wait_for
 
 from cogworker import keys, metrics_by_class
 from cogworker.metrics_by_class import Period
+
+pytestmark = pytest.mark.slow  # the full run only: the demo as a process
 
 DASHBOARD = re.compile(r"^demo: dashboard at (http://127\.0\.0\.1:\d+/)$", re.MULTILINE)
 REDIS = re.compile(r"^demo: private (?:redis|valkey)-server \S+ at (redis://\S+)$", re.MULTILINE)

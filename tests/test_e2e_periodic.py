@@ -42,6 +42,8 @@ from cogworker import keys
 from cogworker.periodic.entries import Entry
 from cogworker.redis_server import RedisServer
 
+pytestmark = pytest.mark.slow  # the full run only: cron schedules across several worker processes
+
 APP = textwrap.dedent(
     '''
     """Jobs for the periodic end-to-end tests."""

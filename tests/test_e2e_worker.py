@@ -46,6 +46,8 @@ import cogworker
 from cogworker import keys, wire
 from cogworker.redis_server import RedisServer
 
+pytestmark = pytest.mark.slow  # the full run only: real `cogworker run` processes
+
 JOBS_MODULE = textwrap.dedent(
     '''
     """Jobs for the end-to-end tests; every run is counted in Redis."""

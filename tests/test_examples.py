@@ -23,6 +23,8 @@ import cogworker
 from cogworker import history, keys, status
 from cogworker.redis_server import RedisServer
 
+pytestmark = pytest.mark.slow  # the full run only: the example app's worker and tools as processes
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the examples are a package at the repository's root
     sys.path.insert(0, str(ROOT))

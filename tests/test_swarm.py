@@ -35,6 +35,8 @@ import cogworker
 from cogworker import keys
 from cogworker.swarm import KILL_GRACE, Child, Swarm, respawn_delay
 
+pytestmark = pytest.mark.slow  # the full run only: real swarms of worker processes
+
 JOBS_MODULE = '''
 """Jobs for the swarm tests."""
 import ctypes

@@ -21,6 +21,8 @@ from swarm_support import StartSwarm, Supervisor, ready, swarms
 from cogworker import keys
 from cogworker.connection import redacted_url
 
+pytestmark = pytest.mark.slow  # the full run only: real swarms of worker processes
+
 JOBS_MODULE = '''
 """Jobs for the swarm operation tests (none run: the swarm only has to be up)."""
 import cogworker

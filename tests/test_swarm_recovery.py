@@ -33,6 +33,8 @@ from cogworker.identity import new_identity
 from cogworker.redis_server import RedisServer
 from cogworker.worker.recovery.reaped import RETRY_INTERVAL, ReapedChildren
 
+pytestmark = pytest.mark.slow  # the full run only: real swarms of worker processes
+
 JOBS_MODULE = HOLD_JOB_MODULE + '''
 
 class KillerJob(cogworker.Job):

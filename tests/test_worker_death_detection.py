@@ -30,6 +30,8 @@ from runtime_support import (
 import cogworker
 from cogworker import keys
 
+pytestmark = pytest.mark.slow  # the full run only: worker processes killed and judged dead
+
 JOBS_MODULE = HOLD_JOB_MODULE
 
 HEARTBEAT, PRESENCE, THRESHOLD, CHECK = 1.0, 3.0, 5.0, 1.0

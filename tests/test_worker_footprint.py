@@ -16,6 +16,8 @@ from runtime_support import StartWorker, cogworker_env, started_workers
 
 import cogworker
 
+pytestmark = pytest.mark.slow  # the full run only: worker processes
+
 OPTIONAL = ("yaml", "cronsim", "zoneinfo", "cogworker.config_file", "cogworker.periodic.cron")
 
 JOBS_MODULE = f'''

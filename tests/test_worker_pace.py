@@ -20,6 +20,8 @@ import cogworker
 from cogworker.worker import pace
 from cogworker.worker.pace import Pace
 
+pytestmark = pytest.mark.slow  # the full run only: a worker process flooded with jobs
+
 
 class Clocks:
     """A wall clock and a CPU clock that move only when the test says."""
