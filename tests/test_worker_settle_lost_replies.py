@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from conftest import wait_for
-from reply_dropper import ReplyDropper
+from lost_reply_support import ReplyDropper
 from runtime_support import all_settled, release, running, zset_entries
 
 import cogworker
