@@ -26,6 +26,10 @@ URL's shape::
 
 No other option is taken: an unknown one, a repeated one or a fragment is refused rather
 than silently not applied. TLS (``rediss+sentinel``) is not supported.
+
+An error raised while a connection opens (the socket, the handshake, asking the sentinels) is
+marked: ``not_sent(error)`` is then True, and the command that needed the connection certainly
+did not run, where any other error leaves that unknown (a reply lost after sending).
 """
 
 from __future__ import annotations
@@ -53,6 +57,28 @@ LOSSLESS_DECODING = "surrogateescape"
 
 _DRIVER_INFO = DriverInfo(lib_version=redis.__version__) if DriverInfo is not None else None
 _CONNECT_RETRY = Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), 3)
+
+
+_NOT_SENT = "_cogworker_not_sent"
+
+
+def not_sent(error: BaseException) -> bool:
+    """True if ``error`` was raised while the connection a command needed was being opened:
+    no byte of that command was sent, so it certainly did not run. False says nothing (the
+    command may have run and its reply been lost)."""
+    return getattr(error, _NOT_SENT, False) is True
+
+
+def _opening(connect: Callable[[], None]) -> None:
+    """Run ``connect``, marking what it raises as ``not_sent`` (a connect callback's error
+    too: pub/sub's re-subscription runs there, before the command waiting for the
+    connection). The mark is an attribute, not a subclass: the error's class stays the one
+    redis-py raised, as logs and a job's ``error_class`` show it."""
+    try:
+        connect()
+    except redis.RedisError as error:
+        setattr(error, _NOT_SENT, True)
+        raise
 
 
 class _LosslessPacker:
@@ -90,11 +116,16 @@ class _ConnectRetryMixin(_LosslessPackingMixin):
 
     def connect(self) -> None:
         _CONNECT_RETRY.call_with_retry(
-            lambda: self.connect_check_health(  # type: ignore[attr-defined]
-                check_health=True, retry_socket_connect=False
-            ),
+            lambda: self.connect_check_health(check_health=True, retry_socket_connect=False),
             lambda error: self.disconnect(error),  # type: ignore[attr-defined]
         )
+
+    def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        # redis-py also opens a closed connection through here when a command is sent on it
+        opening = super().connect_check_health  # type: ignore[misc]
+        _opening(lambda: opening(check_health, retry_socket_connect))
 
 
 class TCPConnection(_ConnectRetryMixin, redis.Connection):
@@ -123,9 +154,11 @@ class SentinelConnection(_LosslessPackingMixin, SentinelManagedConnection):
         # with the connecting: a primary just failed is named until a replica is promoted
         if self._sock:
             return
-        _CONNECT_RETRY.call_with_retry(
-            lambda: self._connect_to_primary(check_health),
-            lambda error: self.disconnect(error),  # type: ignore[no-untyped-call]
+        _opening(
+            lambda: _CONNECT_RETRY.call_with_retry(
+                lambda: self._connect_to_primary(check_health),
+                lambda error: self.disconnect(error),  # type: ignore[no-untyped-call]
+            )
         )
 
     def read_response(

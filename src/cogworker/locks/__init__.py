@@ -137,7 +137,7 @@ class DeferredReleases:
             pending = list(self._pending.items())
         for key, owner in pending:
             try:
-                if owner not in handed_back:
+                if not handed_back.skip(key, owner):
                     delete_if_owned(client, key, owner)
             except NotALock as error:
                 logger.error("deferred release of %s dropped: %s", key, error)
@@ -153,10 +153,33 @@ class DeferredReleases:
 
 
 class HandedBack(set[str]):
-    """A set of jids that the process state can forget."""
+    """A set of jids that the process state can forget, with the releases their runs
+    skipped (kept for ``withdraw``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._skipped: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def skip(self, key: str, owner: str) -> bool:
+        """True if ``owner`` is marked: its release of ``key`` is skipped, and remembered."""
+        with self._lock:
+            if owner not in self:
+                return False
+            self._skipped.setdefault(owner, set()).add(key)
+            return True
+
+    def withdraw(self, jids: Iterable[str]) -> list[tuple[str, str]]:
+        """Unmark ``jids``; the ``(key, owner)`` releases their runs skipped meanwhile."""
+        with self._lock:
+            jids = set(jids)
+            self.difference_update(jids)
+            return [(key, jid) for jid in jids for key in self._skipped.pop(jid, ())]
 
     def reset(self) -> None:
-        self.clear()
+        with self._lock:
+            self.clear()
+            self._skipped.clear()
 
 
 deferred = state.hold("deferred lock releases", DeferredReleases())
@@ -165,12 +188,21 @@ deferred = state.hold("deferred lock releases", DeferredReleases())
 handed_back = state.hold("handed-back jids", HandedBack())
 """jids of jobs this process handed back to their queue at shutdown while they were still
 running. The run goes on here until the process exits, and must not release the locks its
-requeued copy (same jid: owner checks can't tell them apart) now holds."""
+requeued copy (same jid: owner checks can't tell them apart) now holds. A hand-back that
+certainly did not happen withdraws its marks (``withdraw_hand_back``)."""
+
+
+def withdraw_hand_back(client: redis.Redis, jids: Iterable[str]) -> None:
+    """Unmark ``jids``, whose hand-back certainly did not happen (no copy of them was
+    requeued, so no copy holds their locks), and make the releases their runs skipped
+    meanwhile (deferred if they fail)."""
+    for key, owner in handed_back.withdraw(jids):
+        release_key(client, key, owner)
 
 
 def release_key(client: redis.Redis, key: str, owner: str) -> None:
     """Owner-checked release of one lock; a failure is deferred, never raised."""
-    if owner in handed_back:
+    if handed_back.skip(key, owner):
         return
     try:
         delete_if_owned(client, key, owner)

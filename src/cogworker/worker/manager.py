@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 
-from cogworker import locks
+from cogworker import connection, locks
 from cogworker.config import Config
 from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.fetcher import Fetcher
@@ -28,6 +28,7 @@ from cogworker.worker.ledger import Ledger
 from cogworker.worker.pace import Pace
 from cogworker.worker.processor import Processor
 from cogworker.worker.recovery import Orphans, Reconciler
+from cogworker.worker.recovery.handback import HandBackFailed
 from cogworker.worker.settle import Settler
 from cogworker.worker.strategy import FetchStrategy
 from cogworker.worker.turnover import Turnover
@@ -105,12 +106,25 @@ class Manager:
             if processor.thread.is_alive():
                 processor.thread.join(max(deadline - time.monotonic(), 0))
         self.bookkeeper.flush()
-        # jobs still running are handed back; their runs here must not free the requeued
-        # copies' locks if they finish before the process exits
-        locks.handed_back.update(work.jid for work in self.ledger.close_starts())
-        try:
-            self.reconciler.hand_back()
-        except Exception as error:
-            logger.error("Requeueing unfinished jobs failed: %s", error)
+        self._hand_back()
         self.bookkeeper.stop()
         self.strategy.close()
+
+    def _hand_back(self) -> None:
+        """Requeue what this process still holds. The jobs still running are marked first:
+        their runs here must not free the requeued copies' locks if they finish before the
+        process exits (a run may finish while the requeue is under way)."""
+        running = {work.jid for work in self.ledger.close_starts() if work.jid}
+        locks.handed_back.update(running)
+        try:
+            self.reconciler.hand_back()
+        except HandBackFailed as failed:
+            logger.error("Requeueing unfinished jobs failed: %s", failed)
+            if connection.not_sent(failed.error):
+                # the failing command never left: what it didn't requeue holds no copy here,
+                # so those runs free their own locks (any release skipped meanwhile is made)
+                locks.withdraw_hand_back(self.client, running - failed.requeued)
+            # else its reply was lost: the copies may be queued, holding the locks with the
+            # same jids, so the marks stay and the locks lapse on their TTL (active_ttl)
+        except Exception as error:
+            logger.error("Requeueing unfinished jobs failed: %s", error)

@@ -32,6 +32,17 @@ _UNUSABLE_ENTRY = (
 )
 
 
+class HandBackFailed(Exception):
+    """A Redis error stopped the hand-back's requeue. ``requeued``: the jids requeued before
+    it, by commands whose replies came back. Whether the failing command ran is the error's
+    to say (``connection.not_sent``)."""
+
+    def __init__(self, error: redis.RedisError, requeued: frozenset[str] = frozenset()) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+        self.requeued = requeued
+
+
 def hand_back_list(
     config: Config,
     client: redis.Redis,
@@ -42,7 +53,10 @@ def hand_back_list(
 ) -> int:
     """Requeue ``identity``'s in-progress list but for ``finished`` raws (dropped) and
     ``keep`` raws (left listed); how many jobs went back."""
-    done = requeue_list(config, client, identity, finished=finished, keep=keep)
+    try:
+        done = requeue_list(config, client, identity, finished=finished, keep=keep)
+    except redis.RedisError as error:
+        raise HandBackFailed(error) from error  # one script: nothing went back before it
     bury_unnamed_requeues(client, done.unnamed)
     return done.moved
 
@@ -50,27 +64,34 @@ def hand_back_list(
 def hand_back_registered(config: Config, client: redis.Redis, identity: str) -> int:
     """Requeue the jobs registered in ``identity``'s workers hash (basic fetch keeps them
     nowhere else); how many went back."""
-    count = 0
-    for entry in client.hvals(keys.workers(identity)):
-        try:
-            record = json.loads(entry)
-            queue_key, job = keys.queue(str(record["queue"])), record["payload"]
-            lock = requeued_lock(job)
-            REQUEUE_ENTRY(
-                client,
-                [queue_key, lock or queue_key],
-                [
-                    wire.dumps(job),
-                    "1" if lock else "0",
-                    str(job.get("jid", "")),
-                    queued_ttl(config),
-                ],
-            )
-            count += 1
-        except _UNUSABLE_ENTRY as error:
-            logger.error(
-                "couldn't requeue in-flight entry %s (lost: basic fetch keeps it nowhere else): %s",
-                entry[:200],
-                error,
-            )
-    return count
+    requeued: list[str] = []
+    try:
+        for entry in client.hvals(keys.workers(identity)):
+            jid = _requeue_entry(config, client, str(entry))
+            if jid is not None:
+                requeued.append(jid)
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        raise HandBackFailed(error, frozenset(requeued)) from error
+    return len(requeued)
+
+
+def _requeue_entry(config: Config, client: redis.Redis, entry: str) -> str | None:
+    """Requeue one workers-hash entry; its jid, or None if the entry is unusable (logged)."""
+    try:
+        record = json.loads(entry)
+        queue_key, job = keys.queue(str(record["queue"])), record["payload"]
+        lock = requeued_lock(job)
+        jid = str(job.get("jid", ""))
+        REQUEUE_ENTRY(
+            client,
+            [queue_key, lock or queue_key],
+            [wire.dumps(job), "1" if lock else "0", jid, queued_ttl(config)],
+        )
+        return jid
+    except _UNUSABLE_ENTRY as error:
+        logger.error(
+            "couldn't requeue in-flight entry %s (lost: basic fetch keeps it nowhere else): %s",
+            entry[:200],
+            error,
+        )
+        return None
