@@ -32,9 +32,14 @@ from runtime_support import (
 from sentinel_support import SERVICE, SentinelSet
 
 import cogworker
-from cogworker import connection, keys
+from cogworker import api, connection, keys, redis_errors
 from cogworker.fetch.blocking import BlockingConnection
+from cogworker.identity import new_identity
 from cogworker.redis_server import free_port
+from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.manager import Manager
+
+pytestmark = pytest.mark.slow  # the full run only: Sentinel fail-overs of private servers
 
 JOBS_MODULE = textwrap.dedent(
     '''
@@ -352,13 +357,59 @@ def test_a_job_pushed_before_a_failover_runs_after_it_in_a_worker(
     assert queued_jids(sentinels.client(sentinels.replica())) == [jid]
 
     new = sentinels.fail_over()
-    # the worker's subscription has moved to the new primary by itself: resume it there
-    wait_for(lambda: listening(sentinels.client(new), identity), timeout=15)
-    assert sentinels.client(new).publish(keys.signal_channel(identity), "resume") == 1
+    # sent at once, as the admin CLI sends it, whether the worker's subscription has moved to
+    # the new primary yet or not: the command kept in its presence covers the gap
+    process = api.ProcessSet(sentinels.client(new)).find(identity)
+    assert process is not None
+    process.resume()
     wait_for(lambda: ledger(tmp_path) == [jid], timeout=15)
     wait_for(lambda: sentinels.client(new).llen(keys.inprogress(identity)) == 0)
     assert queued_jids(sentinels.client(new)) == []
     assert ledger(tmp_path) == [jid] and worker.alive()
+
+
+def test_a_command_sent_while_the_listener_moves_to_the_new_primary_is_heard(
+    sentinels: SentinelSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fail-over drops the signal listener's connection to the former primary (the
+    sentinel kills its clients as it makes it a replica). redis-py used to re-subscribe inside
+    that failing read, through the sentinels, on the new primary, on a connection the listener
+    then closed: a PUBLISH there meanwhile counted 1 and was lost. Acting from inside the
+    listener's report of that failure: no subscriber is counted on the new primary, and a
+    command sent there through the API is heard once the listener has subscribed again."""
+    cfg = cogworker.Config(redis_url=sentinels.url, heartbeat_interval=0.2)
+    received: list[str] = []
+    heartbeat = Heartbeat(cfg, Manager(cfg, new_identity()), received.append)
+    identity = heartbeat.identity
+    during_drop: list[tuple[int, int]] = []
+    report = redis_errors.reporter.report
+
+    def reporting(site: str, error: BaseException) -> None:
+        if site == "Signals" and not during_drop:
+            primary = sentinels.client(sentinels.primary())
+            process = api.ProcessSet(primary).find(identity)
+            assert process is not None
+            during_drop.append((numsub(primary, identity), process.signal("quiet")))
+        report(site, error)
+
+    monkeypatch.setattr(redis_errors.reporter, "report", reporting)
+    try:
+        assert heartbeat.start(abort_if=lambda: False)
+        first = sentinels.primary()
+        wait_for(lambda: listening(sentinels.client(first), identity))
+        new = sentinels.fail_over()
+        wait_for(lambda: during_drop, timeout=15)
+        assert during_drop == [(0, 0)]  # nobody counted there: the command was kept instead
+        wait_for(lambda: received == ["quiet"], timeout=15)
+        assert listening(sentinels.client(new), identity)
+    finally:
+        heartbeat.stop()
+        cfg.close()
+
+
+def numsub(client: redis.Redis, identity: str) -> int:
+    [(_, count)] = client.pubsub_numsub(keys.signal_channel(identity))
+    return int(count)
 
 
 def test_jobs_replicated_before_the_primary_is_killed_all_run_after_the_promotion(

@@ -26,6 +26,10 @@ DEFAULT_MAX_RETRY_ATTEMPTS = 25
 
 SIGNAL_COMMANDS = ("quiet", "resume", "stop")
 """What a process hears on its signal channel (the Ruby gem's commands)."""
+SIGNAL_FIELD = "signal"
+"""The presence hash field (cogworker's own, Ruby ignores it) that keeps the last command sent
+to a process, which takes it when it subscribes again: what pub/sub delivered while it wasn't
+subscribed is lost."""
 SWARM_STOP = "stop-swarm"
 """Heard by a swarm child only (cogworker's own): stop the whole swarm, so the child asks its
 supervisor, which stops every child and forks no more."""

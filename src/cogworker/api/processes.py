@@ -9,9 +9,10 @@ from typing import Any
 
 import redis
 
-from cogworker import keys, wire
+from cogworker import keys, scripts, wire
 
 COMMANDS = wire.SIGNAL_COMMANDS
+SIGNAL = scripts.load(__file__, "signal")
 
 
 @dataclass(frozen=True)
@@ -64,16 +65,25 @@ class Process:
         return value if isinstance(value, str) and value else None
 
     def signal(self, command: str, *, whole_swarm: bool = False) -> int:
-        """Publish ``quiet``, ``resume`` or ``stop`` to the process; how many heard it (0 if
-        it isn't listening: the command is then lost). ``whole_swarm``: a stop sent to a
-        swarm child stops its whole swarm (the child passes it to its supervisor), where a
-        plain stop stops the child alone, and its supervisor forks a replacement."""
+        """Publish ``quiet``, ``resume`` or ``stop`` to the process; how many heard it now.
+        The command is also kept in a cogworker process's presence (``wire.SIGNAL_FIELD``),
+        which it takes when it subscribes again: a 0 (not listening, as during a fail-over)
+        loses it only for a Ruby process. ``whole_swarm``: a stop sent to a swarm child stops
+        its whole swarm (the child passes it to its supervisor), where a plain stop stops the
+        child alone, and its supervisor forks a replacement."""
         if command not in COMMANDS:
             raise ValueError(f"unknown command {command!r}; expected one of {', '.join(COMMANDS)}")
         message = wire.SWARM_STOP if whole_swarm and command == "stop" else command
         if message == wire.SWARM_STOP and self.supervisor is None:
             message = command  # a standalone process: it is its own whole
-        return int(self.client.publish(keys.signal_channel(self.identity), message))
+        channel = keys.signal_channel(self.identity)
+        if "beat_interval" not in self.info:  # a Ruby process: it only ever hears the channel
+            return int(self.client.publish(channel, message))
+        try:
+            presence = [keys.process(self.identity)]
+            return int(SIGNAL(self.client, presence, [channel, message, wire.SIGNAL_FIELD]))
+        except redis.ResponseError:  # refused (an ACL rule) before PUBLISH: publish alone
+            return int(self.client.publish(channel, message))
 
     def quiet_down(self) -> int:
         return self.signal("quiet")

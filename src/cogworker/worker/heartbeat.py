@@ -3,8 +3,8 @@
 Every ``heartbeat_interval`` (5 s) it writes the presence hash ``cogworker:process:<identity>``
 (TTL ``presence_ttl``, 60 s; the one write a beat must make), registers the process and its
 queues, stamps its last beat on Redis's clock (orphan recovery judges death by it), keeps
-running cron locks alive and retries deferred lock releases. A second thread subscribes to
-``cogworker:signal:<identity>`` for ``quiet``, ``resume`` and ``stop``.
+running cron locks alive and retries deferred lock releases. A second thread listens for
+remote commands (``signals.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import functools
 import logging
 import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -21,11 +20,12 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import connection, keys, locks, proctitle, redis_errors, scripts, wire
+from cogworker import keys, locks, proctitle, redis_errors, scripts, wire
 from cogworker.failure import Rejection
 from cogworker.fetch import Work
-from cogworker.identity import hostname, pid_of
+from cogworker.identity import hostname
 from cogworker.periodic.running_lock import active_ttl
+from cogworker.worker.signals import SignalListener
 
 if TYPE_CHECKING:
     from redis.client import Pipeline
@@ -116,15 +116,14 @@ class Heartbeat:
         self.manager = manager
         self.identity = manager.identity
         self._client = config.redis()
-        self._on_signal = on_signal
         self._stopping = threading.Event()
         self._started_at: float | None = None
         self.beats = Beats(config.heartbeat_interval)
         self._next_trim = 0.0
         self._beat_thread = threading.Thread(target=self._beat_loop, name="heartbeat", daemon=True)
-        self._listen_thread = threading.Thread(target=self._listen, name="signals", daemon=True)
-        self._pubsub_client: redis.Redis | None = None
-        self.subscribed = threading.Event()
+        self._signals = SignalListener(config, self.identity, self._client, on_signal, supervisor)
+        self._listen_thread = self._signals.thread
+        self.subscribed = self._signals.subscribed
 
     # -- start / stop ------------------------------------------------------------------------
 
@@ -139,15 +138,12 @@ class Heartbeat:
             if abort_if():
                 return False
         self._beat_thread.start()
-        self._listen_thread.start()
+        self._signals.start()
         return True
 
     def stop(self) -> None:
         self._stopping.set()
-        if self._listen_thread.is_alive():
-            self._listen_thread.join(2.0)
-        if self._pubsub_client is not None:
-            self._pubsub_client.close()
+        self._signals.stop()
         self.clean_up()
 
     def clean_up(self) -> None:
@@ -301,65 +297,6 @@ class Heartbeat:
                 logger.error(
                     "Heartbeat: couldn't refresh the cron lock of %s: %s", work.raw[:100], error
                 )
-
-    # -- remote commands ---------------------------------------------------------------------
-
-    def _listen(self) -> None:
-        channel = keys.signal_channel(self.identity)
-        while not self._stopping.is_set():
-            client = connection.connect(
-                self.config.redis_url, max_connections=1, socket_timeout=5.0
-            )
-            self._pubsub_client = client
-            # typed only from redis-py 8.2 on; the ignore stays for the older releases allowed
-            pubsub = client.pubsub(  # type: ignore[no-untyped-call,unused-ignore]
-                ignore_subscribe_messages=True
-            )
-            try:
-                pubsub.subscribe(channel)
-                redis_errors.reporter.recovered("Signals")
-                self.subscribed.set()
-                while not self._stopping.is_set():
-                    message = pubsub.get_message(timeout=1.0)
-                    if message and message.get("type") == "message":
-                        self._handle(str(message.get("data")))
-            except Exception as error:
-                self.subscribed.clear()
-                if not self._stopping.is_set():
-                    redis_errors.reporter.report("Signals", error)
-            finally:
-                # never leave a subscription nobody reads: a message sent to it would be lost
-                pubsub.close()
-                client.close()
-            if not self._stopping.is_set():
-                self._stopping.wait(1.0)
-
-    def _handle(self, message: str) -> None:
-        if message == wire.SWARM_STOP:
-            if self._ask_supervisor_to_stop():
-                return
-            message = "stop"  # no supervisor to ask: stop alone
-        if message in wire.SIGNAL_COMMANDS:
-            logger.info("Received remote %s, identity=%s", message, self.identity)
-            self._on_signal(message)
-        else:
-            logger.warning("Unknown signal message: %s", message)
-
-
-    def _ask_supervisor_to_stop(self) -> bool:
-        """Pass a stop meant for the whole swarm to our supervisor as TERM (it stops every
-        child and forks no more). False when we have none, or it is gone (we were
-        re-parented)."""
-        pid = pid_of(self.supervisor) if self.supervisor else None
-        if pid is None or os.getppid() != pid:
-            return False
-        logger.info(
-            "Received remote stop of the swarm, identity=%s: passing it to supervisor pid=%d",
-            self.identity,
-            pid,
-        )
-        os.kill(pid, signal.SIGTERM)
-        return True
 
 
 def _cron_lock(work: Work) -> tuple[str | None, bool]:
