@@ -381,24 +381,37 @@ def test_a_command_sent_while_the_listener_moves_to_the_new_primary_is_heard(
     received: list[str] = []
     heartbeat = Heartbeat(cfg, Manager(cfg, new_identity()), received.append)
     identity = heartbeat.identity
-    during_drop: list[tuple[int, int]] = []
+    during_drop: list[tuple[int, int] | BaseException] = []
     report = redis_errors.reporter.report
+    promoted = sentinels.replica()  # the one SENTINEL FAILOVER will promote
 
     def reporting(site: str, error: BaseException) -> None:
         if site == "Signals" and not during_drop:
-            primary = sentinels.client(sentinels.primary())
-            process = api.ProcessSet(primary).find(identity)
-            assert process is not None
-            during_drop.append((numsub(primary, identity), process.signal("quiet")))
+            try:
+                during_drop.append(send_on(sentinels.client(promoted)))
+            except BaseException as failure:  # the test's own failure: shown by the test
+                during_drop.append(failure)
         report(site, error)
+
+    def send_on(primary: redis.Redis) -> tuple[int, int]:
+        # the drop may be seen before the sentinel's switch is over: wait for the promotion
+        wait_for(lambda: primary.info("replication")["role"] == "master", timeout=15)
+        process = api.ProcessSet(primary).find(identity)
+        assert process is not None, "no presence on the promoted server"
+        return numsub(primary, identity), process.signal("quiet")
 
     monkeypatch.setattr(redis_errors.reporter, "report", reporting)
     try:
         assert heartbeat.start(abort_if=lambda: False)
         first = sentinels.primary()
         wait_for(lambda: listening(sentinels.client(first), identity))
+        # the presence must be on the replica before it is promoted (replication is async)
+        sentinels.replicated(first)
         new = sentinels.fail_over()
+        assert new is promoted
         wait_for(lambda: during_drop, timeout=15)
+        if isinstance(during_drop[0], BaseException):
+            raise during_drop[0]
         assert during_drop == [(0, 0)]  # nobody counted there: the command was kept instead
         wait_for(lambda: received == ["quiet"], timeout=15)
         assert listening(sentinels.client(new), identity)
