@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import cogworker
 from cogworker import api, history, keys, wire
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 
 def fill(client: object, count: int) -> str:

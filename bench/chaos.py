@@ -55,7 +55,7 @@ import redis
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import RedisServer, free_port
+from cogworker.local.server import RedisServer, free_port
 from cogworker.worker.scheduler import RETRY_AFTER_LOST_CONNECTION
 
 HERE = Path(__file__).resolve().parent

@@ -12,7 +12,7 @@ import sys
 import time
 
 import cogworker
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 
 class BenchJob(cogworker.Job, queue="bench"):

@@ -28,8 +28,9 @@ from typing import Any
 import redis
 
 import cogworker
-from cogworker import history, history_index, keys, status_writer, wire
-from cogworker.redis_server import RedisServer
+from cogworker import history, keys, status_writer, wire
+from cogworker.history import index as history_index
+from cogworker.local.server import RedisServer
 from cogworker.web import WebSettings, app
 
 with warnings.catch_warnings():

@@ -36,7 +36,7 @@ import redis
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette asks for httpx2; httpx works the same
@@ -70,7 +70,7 @@ class NoopJob(cogworker.Job):
 def fill_day(client: redis.Redis, classes: int, now: float) -> None:
     """Every class in each of the last 120 minute hashes, 12 ten-minute ones and 24 hour
     hashes."""
-    from cogworker.metrics_by_class import Tally
+    from cogworker.metrics.by_class import Tally
 
     chooser = random.Random(7)
     names = [f"App::Jobs::Class{number:03d}Job" for number in range(classes)]

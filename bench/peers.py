@@ -51,7 +51,7 @@ from peers_systems import (
     running,
 )
 
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 SETTINGS = (
     "default c: cogworker -c 10 (its default); huey's consumer default, -w 1 thread (the c=1 run); "

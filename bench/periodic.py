@@ -15,8 +15,8 @@ import threading
 import time
 
 import cogworker
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.ticker import Ticker
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import redis
 
 from cogworker import keys
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 HERE = Path(__file__).resolve().parent
 SHORT = (

@@ -25,7 +25,7 @@ import redis
 from redis._parsers import _HiredisParser, _RESP2Parser
 
 from cogworker import connection
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
 

@@ -23,9 +23,10 @@ import redis
 from history_pages import measure
 
 import cogworker
-from cogworker import history_index, keys, wire
+from cogworker import keys, wire
+from cogworker.history import index as history_index
+from cogworker.local.server import RedisServer
 from cogworker.periodic import Entry
-from cogworker.redis_server import RedisServer
 from cogworker.web import WebSettings, app
 from cogworker.web.tabs.schedules_data import crons
 

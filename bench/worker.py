@@ -27,7 +27,7 @@ from pathlib import Path
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 HERE = Path(__file__).resolve().parent
 JOBS = HERE / "bench_jobs.py"

@@ -27,7 +27,7 @@ import redis
 
 import cogworker
 from cogworker import connection, history, keys, wire
-from cogworker.metrics_by_class import Tallies
+from cogworker.metrics.by_class import Tallies
 from cogworker.periodic import Entry
 from examples.jobs import FlakyJob, GreetingJob, LowPriorityJob
 

@@ -18,7 +18,7 @@ import redis
 import cogworker
 from cogworker import config as config_module
 from cogworker import testing
-from cogworker.redis_server import RedisServer, find_binary, free_port
+from cogworker.local.server import RedisServer, find_binary, free_port
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -22,7 +22,7 @@ from conftest import wait_for
 import cogworker
 from cogworker import keys, locks, redis_errors
 from cogworker.fetch import Filing, Work
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 from cogworker.worker.manager import Manager
 
 # argument lists as the real Ruby gem serialises them, with the unique digests and periodic

@@ -14,7 +14,7 @@ from pathlib import Path
 import redis
 from conftest import wait_for
 
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 SERVICE = "cogworker-test"
 # a primary feeds a new replica at once (by default it waits 5 s for more replicas to come)

@@ -30,7 +30,7 @@ from runtime_support import (
 
 from cogworker import keys, wire
 from cogworker.connection import redacted_url
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 
 pytestmark = pytest.mark.slow  # the full run only: the admin CLI as processes, beside workers
 

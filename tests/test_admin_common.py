@@ -27,7 +27,7 @@ from runtime_support import (
 )
 
 from cogworker import admin, keys, wire
-from cogworker.redis_server import RedisServer, free_port
+from cogworker.local.server import RedisServer, free_port
 
 pytestmark = pytest.mark.slow  # the full run only: the admin command line as processes
 

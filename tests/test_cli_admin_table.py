@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from cogworker import admin, admin_cli
+from cogworker import admin
+from cogworker.cli import admin as admin_cli
 
 
 def test_the_table_names_every_admin_command_and_nothing_else() -> None:

@@ -26,9 +26,10 @@ from conftest import wait_for
 from runtime_support import StartWorker, Worker, cogworker_env, release, started_workers
 
 import cogworker
-from cogworker import boot, cli, keys
-from cogworker.redis_server import RedisServer
-from cogworker.swarm import Swarm
+from cogworker import cli, keys
+from cogworker.local.server import RedisServer
+from cogworker.worker import boot
+from cogworker.worker.swarm import Swarm
 
 pytestmark = pytest.mark.slow  # the full run only: `cogworker` processes
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import cogworker
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 from cogworker.wire import Payload
 
 JID = re.compile(r"\A[0-9a-f]{24}\Z")

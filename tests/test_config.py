@@ -16,10 +16,11 @@ import pytest
 import redis
 
 import cogworker
-from cogworker import config_file, connection
+from cogworker import connection
 from cogworker.config import OPTION_NAMES, expand_queues
+from cogworker.config import file as config_file
+from cogworker.local.server import RedisServer
 from cogworker.middleware import Chain
-from cogworker.redis_server import RedisServer
 
 DEFAULTS: dict[str, Any] = {
     "concurrency": 10,

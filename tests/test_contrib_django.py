@@ -30,7 +30,7 @@ from runtime_support import kill_session, registered_identity
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 
 pytestmark = pytest.mark.slow  # the full run only: manage.py and workers as processes
 

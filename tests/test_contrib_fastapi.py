@@ -31,7 +31,7 @@ from starlette.websockets import WebSocketDisconnect
 
 import cogworker
 from cogworker.contrib.starlette import cogworker_lifespan, mount_dashboard
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 from cogworker.web import WebSettings
 
 with warnings.catch_warnings():

@@ -20,8 +20,9 @@ import pytest
 import redis
 from conftest import wait_for
 
-from cogworker import keys, metrics_by_class
-from cogworker.metrics_by_class import Period
+from cogworker import keys
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import Period
 
 pytestmark = pytest.mark.slow  # the full run only: the demo as a process
 

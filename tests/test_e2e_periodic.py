@@ -39,8 +39,8 @@ from runtime_support import (
 )
 
 from cogworker import keys
+from cogworker.local.server import RedisServer
 from cogworker.periodic.entries import Entry
-from cogworker.redis_server import RedisServer
 
 pytestmark = pytest.mark.slow  # the full run only: cron schedules across several worker processes
 

@@ -44,7 +44,7 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 pytestmark = pytest.mark.slow  # the full run only: real `cogworker run` processes
 

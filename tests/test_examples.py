@@ -21,7 +21,7 @@ from web_support import inner_html
 
 import cogworker
 from cogworker import history, keys, status
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 pytestmark = pytest.mark.slow  # the full run only: the example app's worker and tools as processes
 

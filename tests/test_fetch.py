@@ -21,9 +21,9 @@ from cogworker.failure import Rejection
 from cogworker.fetch import Fetch, Filing, Work
 from cogworker.fetch.basic import BasicFetch
 from cogworker.fetch.reliable import FETCH_BATCH, ReliableFetch
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer, free_port
+from cogworker.local.server import RedisServer, free_port
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.launcher import Launcher
 from cogworker.worker.manager import Manager
 from cogworker.worker.recovery.handback import hand_back_list

@@ -14,7 +14,7 @@ from conftest import wait_for
 
 import cogworker
 from cogworker.fetch.blocking import BlockingConnection
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 BLMOVE = ("BLMOVE", "q", "p", "RIGHT", "LEFT", 30)
 

@@ -24,8 +24,8 @@ from runtime_support import (
 import cogworker
 from cogworker import keys
 from cogworker.fetch.reliable import EMPTY_POLL_INTERVAL, FETCH_BATCH, ReliableFetch
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 ServerFactory = Callable[..., RedisServer]

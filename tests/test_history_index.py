@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import redis
 
-from cogworker import history, history_index, keys, wire
-from cogworker.history_filters import Query
-from cogworker.history_query import Path, page
+from cogworker import history, keys, wire
+from cogworker.history import index as history_index
+from cogworker.history.filters import Query
+from cogworker.history.reading import Path, page
 
 NOW = 1_767_323_045.0
 

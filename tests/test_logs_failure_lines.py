@@ -36,7 +36,7 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, logs
-from cogworker.identity import new_identity
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 

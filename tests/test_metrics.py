@@ -19,7 +19,7 @@ from runtime_support import closing_pools, release
 
 import cogworker
 from cogworker import keys, metrics, wire
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 
 _close_pools = pytest.fixture(autouse=True)(closing_pools)
 

@@ -9,8 +9,9 @@ import random
 import pytest
 import redis
 
-from cogworker import keys, metrics_by_class
-from cogworker.metrics_by_class import (
+from cogworker import keys
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import (
     MOST_CLASSES,
     OTHER_CLASSES,
     RELATIVE_ERROR,

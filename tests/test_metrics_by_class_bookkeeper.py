@@ -13,8 +13,8 @@ import redis
 from conftest import wait_for
 
 import cogworker
-from cogworker import metrics_by_class
-from cogworker.metrics_by_class import Period
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import Period
 from cogworker.worker.bookkeeper import METRICS_EVERY, Bookkeeper
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.strategy import FetchStrategy

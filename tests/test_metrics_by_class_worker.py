@@ -15,8 +15,9 @@ from conftest import wait_for
 from runtime_support import cogworker_env, started_workers
 
 import cogworker
-from cogworker import keys, metrics_by_class
-from cogworker.metrics_by_class import RELATIVE_ERROR, Period
+from cogworker import keys
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import RELATIVE_ERROR, Period
 
 JOBS_MODULE = textwrap.dedent(
     """

@@ -33,8 +33,8 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.identity import new_identity
 from cogworker.periodic.running_lock import active_ttl, queued_ttl
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []  # jids of the cron runs performed in this process

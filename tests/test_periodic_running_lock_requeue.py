@@ -26,9 +26,9 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, wire
 from cogworker.fetch.reliable import ReliableFetch
-from cogworker.identity import new_identity
+from cogworker.local.server import RedisServer
 from cogworker.periodic.running_lock import active_ttl, queued_ttl
-from cogworker.redis_server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.recovery.handback import hand_back_list, hand_back_registered
 

@@ -20,7 +20,7 @@ from runtime_support import counter, fresh_runtime, redis_time, running, stopped
 
 import cogworker
 from cogworker import keys, redis_errors, wire
-from cogworker.identity import new_identity
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 

@@ -15,8 +15,8 @@ from redis.retry import Retry
 from runtime_support import AclServer
 
 from cogworker import redis_errors
+from cogworker.local.server import RedisServer, free_port
 from cogworker.redis_errors import ErrorReporter, is_unavailable
-from cogworker.redis_server import RedisServer, free_port
 
 ServerFactory = Callable[..., RedisServer]
 

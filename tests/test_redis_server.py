@@ -16,8 +16,8 @@ import pytest
 import redis
 from conftest import wait_for
 
-from cogworker import demo
-from cogworker.redis_server import (
+from cogworker.local import demo
+from cogworker.local.server import (
     INSTALL_HINT,
     PortTaken,
     RedisServer,

@@ -34,9 +34,9 @@ from sentinel_support import SERVICE, SentinelSet
 import cogworker
 from cogworker import api, connection, keys, redis_errors
 from cogworker.fetch.blocking import BlockingConnection
-from cogworker.identity import new_identity
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 pytestmark = pytest.mark.slow  # the full run only: Sentinel fail-overs of private servers

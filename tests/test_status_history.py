@@ -30,8 +30,9 @@ from runtime_support import (
 )
 
 import cogworker
-from cogworker import api, history, history_index, keys, status, wire
-from cogworker.redis_server import RedisServer
+from cogworker import api, history, keys, status, wire
+from cogworker.history import index as history_index
+from cogworker.local.server import RedisServer
 
 JOBS_MODULE = '''
 """Jobs for the status / history tests."""

@@ -17,7 +17,7 @@ from runtime_support import cogworker_log_records
 
 import cogworker
 from cogworker import history, keys, status
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 
 @pytest.fixture

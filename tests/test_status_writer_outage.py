@@ -22,7 +22,7 @@ from runtime_support import cogworker_env, kill_session, registered_identity, sp
 
 import cogworker
 from cogworker import history, keys, status
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 SOCKET_TIMEOUT = 2.0  # the worker's redis_socket_timeout: what one blocked write would cost
 SLEEP = 1.0  # the job's own work

@@ -33,7 +33,7 @@ from swarm_support import StartSwarm, ready, swarms
 
 import cogworker
 from cogworker import keys
-from cogworker.swarm import KILL_GRACE, Child, Swarm, respawn_delay
+from cogworker.worker.swarm import KILL_GRACE, Child, Swarm, respawn_delay
 
 pytestmark = pytest.mark.slow  # the full run only: real swarms of worker processes
 

@@ -29,8 +29,8 @@ from swarm_support import StartSwarm, ready, swarms
 
 import cogworker
 from cogworker import keys, redis_errors
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.recovery.reaped import RETRY_INTERVAL, ReapedChildren
 
 pytestmark = pytest.mark.slow  # the full run only: real swarms of worker processes

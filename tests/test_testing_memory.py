@@ -20,7 +20,7 @@ from runtime_support import cogworker_log_records
 import cogworker
 from cogworker import config as config_module
 from cogworker import history, locks, status, testing
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 
 RUNS: list[tuple[str, Any]] = []
 

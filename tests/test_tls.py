@@ -24,7 +24,7 @@ from runtime_support import cogworker_env, started_workers
 
 import cogworker
 from cogworker import connection
-from cogworker.redis_server import RedisServer, free_port
+from cogworker.local.server import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
 

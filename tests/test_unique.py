@@ -42,11 +42,11 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, locks, wire
 from cogworker.client import Client
-from cogworker.identity import new_identity
+from cogworker.local.server import RedisServer
 from cogworker.periodic.running_lock import active_ttl
-from cogworker.redis_server import RedisServer
 from cogworker.worker import scheduler
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 VECTORS = json.loads(RUBY_VECTORS.read_text(encoding="utf-8"))["vectors"]

@@ -30,7 +30,7 @@ import cogworker
 from cogworker import keys
 from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import ConfigError
-from cogworker.redis_server import RedisServer, free_port
+from cogworker.local.server import RedisServer, free_port
 from cogworker.web import WebSettings
 from cogworker.web.application import Dashboard
 from cogworker.web.cli import web_command

@@ -13,7 +13,8 @@ import redis
 import web_support
 from web_support import HX, inner_html
 
-from cogworker import history, history_index, keys, wire
+from cogworker import history, keys, wire
+from cogworker.history import index as history_index
 
 _dash = pytest.fixture(name="dash")(web_support.dashboard)
 _client = pytest.fixture(name="client")(web_support.dashboard_client)

@@ -14,8 +14,8 @@ import redis
 import web_support
 from web_support import HX, inner_html
 
-from cogworker import metrics_by_class
-from cogworker.metrics_by_class import Tallies
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import Tallies
 from cogworker.scripts import Batch
 from cogworker.web.tabs.metrics_data import took
 

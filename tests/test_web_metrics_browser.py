@@ -16,8 +16,8 @@ from playwright.sync_api import Browser
 from web_support import READ_LINE, Served, open_page, serve
 
 import cogworker
-from cogworker import metrics_by_class
-from cogworker.metrics_by_class import Period, Tallies, Tally
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import Period, Tallies, Tally
 
 pytestmark = pytest.mark.browser
 

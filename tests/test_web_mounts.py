@@ -34,7 +34,7 @@ from web_support import SAME_ORIGIN, form_with, make_dash, push, shared_browser
 
 import cogworker
 from cogworker import keys
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 from cogworker.web.application import Dashboard
 
 PREFIX = "/cogworker"

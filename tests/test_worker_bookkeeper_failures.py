@@ -32,8 +32,8 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, status
-from cogworker.identity import new_identity
 from cogworker.worker import bookkeeper
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []

@@ -9,7 +9,7 @@ import redis
 import cogworker
 from cogworker import keys
 from cogworker.fetch import Work
-from cogworker.identity import new_identity
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 

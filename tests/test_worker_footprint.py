@@ -18,7 +18,7 @@ import cogworker
 
 pytestmark = pytest.mark.slow  # the full run only: worker processes
 
-OPTIONAL = ("yaml", "cronsim", "zoneinfo", "cogworker.config_file", "cogworker.periodic.cron")
+OPTIONAL = ("yaml", "cronsim", "zoneinfo", "cogworker.config.file", "cogworker.periodic.cron")
 
 JOBS_MODULE = f'''
 import sys

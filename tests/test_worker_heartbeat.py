@@ -17,9 +17,9 @@ from runtime_support import fresh_runtime, private_config, redis_time, release
 
 import cogworker
 from cogworker import keys, redis_errors
-from cogworker.identity import hostname, new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import hostname, new_identity
 from cogworker.worker.launcher import Launcher
 from cogworker.worker.manager import Manager
 

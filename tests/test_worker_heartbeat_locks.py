@@ -32,11 +32,11 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, redis_errors, wire
 from cogworker.fetch import Work
-from cogworker.identity import new_identity
+from cogworker.local.server import RedisServer, free_port
 from cogworker.periodic.running_lock import active_ttl
-from cogworker.redis_server import RedisServer, free_port
 from cogworker.worker import key_guard, scheduler
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 

@@ -25,8 +25,8 @@ from runtime_support import (
 
 import cogworker
 from cogworker import keys, redis_errors, wire
-from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 

@@ -22,8 +22,8 @@ from runtime_support import Gate, fresh_runtime, private_config
 
 import cogworker
 from cogworker import keys, locks, wire
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []

@@ -32,9 +32,9 @@ from runtime_support import (
 
 import cogworker
 from cogworker import failure, keys, redis_errors, wire
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 from cogworker.worker import scheduler
+from cogworker.worker.identity import new_identity
 from cogworker.worker.ledger import ACK
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler

@@ -39,10 +39,10 @@ import cogworker
 from cogworker import graduation, keys, locks, wire
 from cogworker.fetch import Filing, Work
 from cogworker.fetch.reliable import ReliableFetch
-from cogworker.identity import new_identity
+from cogworker.local.server import RedisServer
 from cogworker.locks import unique_digest
-from cogworker.redis_server import RedisServer
 from cogworker.worker import recovery, scheduler
+from cogworker.worker.identity import new_identity
 from cogworker.worker.ledger import ACK
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler

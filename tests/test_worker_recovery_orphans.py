@@ -16,8 +16,8 @@ from runtime_support import Gate, fresh_runtime, queue_jobs, redis_time, running
 import cogworker
 from cogworker import keys
 from cogworker.fetch.reliable import ReliableFetch
-from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import Beats, Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.recovery.requeue import requeue_list
 from cogworker.worker.scheduler import Scheduler

@@ -17,9 +17,9 @@ from runtime_support import AclServer, counter, fresh_runtime, queue_jobs, relea
 import cogworker
 from cogworker import keys, redis_errors, wire
 from cogworker.graduation import GRADUATE
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 from cogworker.worker import scheduler
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler, graduate_due
 

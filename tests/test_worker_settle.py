@@ -52,9 +52,9 @@ from runtime_support import (
 import cogworker
 from cogworker import keys, registry, wire
 from cogworker.fetch import Work
-from cogworker.identity import new_identity
 from cogworker.locks import unique_digest
 from cogworker.worker import recovery, scheduler, settle
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 from cogworker.worker.settle import Settler

@@ -20,8 +20,8 @@ from runtime_support import all_settled, release, running, zset_entries
 import cogworker
 from cogworker import keys
 from cogworker.fetch import basic, reliable
-from cogworker.identity import new_identity
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 

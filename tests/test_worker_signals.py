@@ -20,8 +20,8 @@ from runtime_support import AclServer, fresh_runtime
 
 import cogworker
 from cogworker import api, keys, redis_errors, wire
-from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 

@@ -45,7 +45,7 @@ from ticker_support import (
 
 import cogworker
 from cogworker import keys, testing
-from cogworker.redis_server import RedisServer
+from cogworker.local.server import RedisServer
 
 # The shared fixtures, from ticker_support (named here so pytest finds them).
 _fixtures = (clock, ticking, acl_config)

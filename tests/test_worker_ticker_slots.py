@@ -49,9 +49,9 @@ from ticker_support import (
 import cogworker
 from cogworker import keys, locks
 from cogworker.client import Client
-from cogworker.identity import new_identity
+from cogworker.local.server import RedisServer
 from cogworker.periodic import admin
-from cogworker.redis_server import RedisServer
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.ticker import Ticker
 

@@ -30,7 +30,7 @@ from runtime_support import (
 import cogworker
 from cogworker import keys
 from cogworker.fetch import queues as queues_module
-from cogworker.identity import new_identity
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 
 RUNS: list[str] = []

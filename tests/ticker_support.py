@@ -17,9 +17,9 @@ from runtime_support import AclServer, private_config, queue_jobs, release
 
 import cogworker
 from cogworker import keys
-from cogworker.identity import new_identity
 from cogworker.periodic.entries import Entry
 from cogworker.worker import ticker as ticker_module
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.ticker import Ticker
 

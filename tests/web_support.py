@@ -38,7 +38,7 @@ from conftest import wait_for
 
 import cogworker
 from cogworker import keys, wire
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 from cogworker.web import WebSettings, app
 from cogworker.web.application import Dashboard
 

@@ -43,7 +43,7 @@ from werkzeug.wrappers import Response
 
 from cogworker.client import Client
 from cogworker.config import OPTION_NAMES, Config, ConfigError, default_config, set_default_config
-from cogworker.config_options import unknown_option
+from cogworker.config.options import unknown_option
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

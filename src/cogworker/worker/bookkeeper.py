@@ -16,7 +16,7 @@ Registrations and counters are best-effort.
 ``queue_counts`` counts jobs processed and failed for the batches; the turnover script does the
 same writes for its thread's jobs, and burials outside a processor count through
 ``count_burial``. Each run's job class and execution time are summed here and ride in the same
-pipeline as one script call (``metrics_by_class``) at most every ``METRICS_EVERY`` seconds and
+pipeline as one script call (``metrics.by_class``) at most every ``METRICS_EVERY`` seconds and
 whenever the minute turns, so a busy worker adds one call a second, not one a job; an idle one
 sends what is left after that second. Also best-effort.
 """
@@ -33,7 +33,7 @@ import redis
 
 from cogworker import keys, redis_errors
 from cogworker.fetch import Work
-from cogworker.metrics_by_class import Tallies
+from cogworker.metrics.by_class import Tallies
 from cogworker.scripts import Batch
 from cogworker.worker.ledger import ACK, Ledger
 from cogworker.worker.strategy import FetchStrategy

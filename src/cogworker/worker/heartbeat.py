@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import keys, locks, proctitle, redis_errors, scripts, wire
+from cogworker import keys, locks, redis_errors, scripts, wire
 from cogworker.failure import Rejection
 from cogworker.fetch import Work
-from cogworker.identity import hostname
 from cogworker.periodic.running_lock import active_ttl
+from cogworker.worker import proctitle
+from cogworker.worker.identity import hostname
 from cogworker.worker.signals import SignalListener
 
 if TYPE_CHECKING:

@@ -22,14 +22,14 @@ import redis
 
 from cogworker import __version__, connection, locks, redis_errors, registry, status
 from cogworker.config import Config
-from cogworker.identity import new_identity
 from cogworker.worker.heartbeat import Heartbeat
+from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
 from cogworker.worker.ticker import Ticker
 
 if TYPE_CHECKING:
-    from cogworker.swarm import Child
+    from cogworker.worker.swarm import Child
 
 logger = logging.getLogger("cogworker")
 

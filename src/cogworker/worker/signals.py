@@ -21,7 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from cogworker import connection, keys, redis_errors, wire
-from cogworker.identity import pid_of
+from cogworker.worker.identity import pid_of
 
 if TYPE_CHECKING:
     from redis.client import PubSub

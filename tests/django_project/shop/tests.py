@@ -21,7 +21,7 @@ from cogworker.contrib.django.conf import read_settings
 from cogworker.contrib.django.connections import CloseDatabaseConnections
 from cogworker.contrib.django.discovery import autodiscover, load_jobs
 from cogworker.contrib.django.transaction import AfterCommit, PushAtOnce
-from cogworker.redis_server import free_port
+from cogworker.local.server import free_port
 from shop.jobs import AuditJob, OneReceipt, ShipOrder
 from shop.models import Order
 

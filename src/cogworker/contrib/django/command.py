@@ -18,11 +18,12 @@ from typing import Any
 import click
 from django.apps import apps  # type: ignore[import-untyped]
 
-from cogworker import boot, cli
+from cogworker import cli
 from cogworker.config import Config
 from cogworker.contrib.django.apps import CogworkerAppConfig
 from cogworker.contrib.django.discovery import load_jobs
 from cogworker.web.cli import web_command
+from cogworker.worker import boot
 
 
 def _app() -> CogworkerAppConfig:

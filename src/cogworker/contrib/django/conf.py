@@ -23,7 +23,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS  # type: ignore[import-untyped]
 
 from cogworker.config import OPTION_NAMES, Config, ConfigError
-from cogworker.config_options import unknown_option
+from cogworker.config.options import unknown_option
 from cogworker.contrib.django.connections import CloseDatabaseConnections
 from cogworker.contrib.django.transaction import AfterCommit, PushAtOnce
 

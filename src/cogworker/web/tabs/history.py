@@ -1,5 +1,5 @@
 """The History tab: the runs the history middleware recorded, sorted, filtered and paged on
-the server (``cogworker.history.query``'s index, see ``history_query``).
+the server (``cogworker.history.reading``, on the history index where it can).
 
 Routes (relative to the mount):
 
@@ -26,9 +26,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from cogworker import history_index, history_query, wire
-from cogworker.history_filters import MAX_LIMIT, Query, duration_of
-from cogworker.history_query import Run
+from cogworker import wire
+from cogworker.history import index as history_index
+from cogworker.history import reading as history_query
+from cogworker.history.filters import MAX_LIMIT, Query, duration_of
+from cogworker.history.reading import Run
 from cogworker.web import urls
 from cogworker.web.actions import page
 from cogworker.web.rendering import NO_STORE, is_hx

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cogworker.history_filters import COLUMNS, Query
-from cogworker.history_query import Page, Path
+from cogworker.history.filters import COLUMNS, Query
+from cogworker.history.reading import Page, Path
 from cogworker.web import urls
 
 STATUSES = ("all", "success", "failed")

@@ -1,5 +1,5 @@
 """The Metrics tab: executions, failures and execution times per job class, recorded by the
-workers per minute and per hour (``cogworker.metrics_by_class``).
+workers per minute and per hour (``cogworker.metrics.by_class``).
 
 Routes (relative to the mount; ``/metrics`` is the Prometheus exposition):
 ``GET /class_metrics`` (``period``: ``hour``, the default, or ``day``; ``sort``: ``class``,

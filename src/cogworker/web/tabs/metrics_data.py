@@ -1,4 +1,4 @@
-"""What the Metrics tab shows, read through ``cogworker.metrics_by_class``: every class's row
+"""What the Metrics tab shows, read through ``cogworker.metrics.by_class``: every class's row
 over the period (sorted as asked), and one class's cards, charts and histogram."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import redis
 
-from cogworker import metrics_by_class
-from cogworker.metrics_by_class import RELATIVE_ERROR, Period, Tally
+from cogworker.metrics import by_class as metrics_by_class
+from cogworker.metrics.by_class import RELATIVE_ERROR, Period, Tally
 from cogworker.web import urls
 from cogworker.web.charts import Chart, Series, line_chart
 

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cogworker import __version__, logs, proctitle, registry
+from cogworker import __version__, logs, registry
 from cogworker.config import Config, ConfigError, expand_queues, set_default_config
 from cogworker.process_state import state
 from cogworker.registry import App, load_app
+from cogworker.worker import proctitle
 
 if TYPE_CHECKING:
-    from cogworker.swarm import Child
+    from cogworker.worker.swarm import Child
 
 ENV_NAMES = ("APP_ENV", "RAILS_ENV", "RACK_ENV")
 
@@ -75,7 +76,9 @@ def build_config(flags: WorkerFlags, base: Config | None = None) -> tuple[Config
         os.environ[name] = env
     extras: dict[str, Any] = {}
     if flags.config_path:
-        from cogworker import config_file  # with PyYAML (about 1 MB): only when there is a file
+        from cogworker.config import (
+            file as config_file,  # with PyYAML (about 1 MB): only when there is a file
+        )
 
         extras = config_file.apply(config, flags.config_path)
     config.server = True
@@ -216,8 +219,8 @@ def _run_shutdown_handlers(config: Config) -> None:
 
 
 def run_swarm(flags: WorkerFlags, *, boot: Boot = CLI_BOOT) -> None:
-    from cogworker.swarm import Swarm
     from cogworker.worker.recovery.reaped import ReapedChildren
+    from cogworker.worker.swarm import Swarm
 
     config, _ = boot.configure(flags)  # validate flags and file before forking
     config.check_liveness()

@@ -13,7 +13,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from cogworker import connection, redis_url
+from cogworker import connection
+from cogworker.config import redis_url
 from cogworker.middleware import Chain
 
 if TYPE_CHECKING:

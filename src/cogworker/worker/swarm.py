@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from cogworker.identity import hostname, new_identity
+from cogworker.worker.identity import hostname, new_identity
 
 logger = logging.getLogger("cogworker")
 

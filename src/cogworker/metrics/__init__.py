@@ -1,4 +1,6 @@
-"""Prometheus metrics: text exposition of cogworker's totals, sets, queues and busy threads.
+"""Metrics: the Prometheus exposition of cogworker's totals, sets, queues and busy threads
+(here), and per job class counts and execution-time histograms (``by_class``, which the
+worker's bookkeeper writes and the dashboard's Metrics tab reads).
 
     body = cogworker.metrics.render(config.redis())     # the text
     app = cogworker.metrics.asgi_app(config)             # mount it at /metrics
@@ -16,7 +18,6 @@ from typing import Any
 
 import redis
 
-from cogworker import api
 from cogworker.config import Config
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -32,6 +33,9 @@ def _number(value: float) -> str:
 
 def render(client: redis.Redis) -> str:
     """The metrics as Prometheus text (two round trips, plus one per live process)."""
+    # imported here: a worker loads this package for ``by_class`` and never needs the read API
+    from cogworker import api
+
     stats = api.stats(client)
     busy = api.ProcessSet(client).total_busy()
     lines = [

@@ -37,7 +37,7 @@ RELATIVE_ERROR = 2 ** (1 / (2 * STEPS_PER_DOUBLING)) - 1  # half a bucket, geome
 MOST_CLASSES = 1_000
 OTHER_CLASSES = "(other classes)"
 
-_record = scripts.load(__file__, "metrics_by_class")
+_record = scripts.load(__file__, "by_class")
 
 
 def bucket_of(micros: int) -> int:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cogworker import keys
-from cogworker.history_filters import TEXT_KINDS, ColumnFilter, Condition, Query, number
-from cogworker.history_index import EQUAL_COLUMNS, Source, equal_key
+from cogworker.history.filters import TEXT_KINDS, ColumnFilter, Condition, Query, number
+from cogworker.history.index import EQUAL_COLUMNS, Source, equal_key
 
 _EVERYTHING = "everything"
 _NOTHING = "nothing"

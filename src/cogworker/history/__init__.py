@@ -1,5 +1,7 @@
 """Run history (optional): every finished run, with a query API for the Web UI's History tab
-(``query`` and ``daily_counts``, from ``history_query``).
+(``query`` and ``daily_counts``, from ``reading``). The package: this module (the store and
+its middleware), ``reading`` (pages and daily counts), ``filters`` (the filter model),
+``plan`` (which path a page takes) and ``index`` (the index that lets a page skip a scan).
 
     cogworker.history.enable(config, retention_days=30, max_entries=50_000)
 
@@ -7,7 +9,7 @@ Each run is one JSON entry (jid, class, queue, args, status, started_at, finishe
 and, for failures, error_class, error_message and up to 200 backtrace lines) in
 ``cogworker:history:all`` and in ``...:success`` or ``...:failed``, scored by finish time and
 trimmed on every write by age, then by count; daily counters live in
-``cogworker:history:daily:<UTC date>``; the history index (``history_index``), which lets
+``cogworker:history:daily:<UTC date>``; the history index (``index``), which lets
 the History tab sort and filter without a scan, is written in the same pipeline.
 ``duration`` is whole milliseconds, the unit the History tab sorts, filters and shows,
 computed from the two stamps by ``duration_ms`` (the stamps stay epoch seconds).
@@ -31,14 +33,15 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis.exceptions import NoScriptError
 
-from cogworker import failure, history_index, keys, status_writer, testing, wire
+from cogworker import failure, keys, status_writer, testing, wire
 from cogworker.config import Config
-from cogworker.history_query import MAX_LIMIT as MAX_LIMIT
-from cogworker.history_query import SETS as SETS
-from cogworker.history_query import daily_counts as daily_counts
-from cogworker.history_query import duration_ms as duration_ms
-from cogworker.history_query import duration_of as duration_of
-from cogworker.history_query import query as query
+from cogworker.history import index as history_index
+from cogworker.history.reading import MAX_LIMIT as MAX_LIMIT
+from cogworker.history.reading import SETS as SETS
+from cogworker.history.reading import daily_counts as daily_counts
+from cogworker.history.reading import duration_ms as duration_ms
+from cogworker.history.reading import duration_of as duration_of
+from cogworker.history.reading import query as query
 from cogworker.middleware import JobInstance
 from cogworker.wire import Payload
 

@@ -1,5 +1,9 @@
 """One ``Config`` object holding every option, validated when set.
 
+The package: ``Config`` and the default config (here), ``options`` (what each option
+accepts), ``redis_url`` (the options a Redis URL may carry) and ``file`` (the YAML file of
+``-C``, imported only when one is given: it needs PyYAML).
+
 A config is passed explicitly to the components that need it. ``default_config()`` returns a
 process-wide instance for the convenience of ``Job.perform_async`` and the CLI (a part of the
 process state); tests and embedders build their own.
@@ -16,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cogworker import connection
-from cogworker.config_options import (
+from cogworker.config.options import (
     OPTION_NAMES,
     OPTIONS,
     ConfigError,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import cogworker
 from cogworker import history, keys
-from cogworker.redis_server import RedisServer, RedisServerNotFound, free_port
+from cogworker.local.server import RedisServer, RedisServerNotFound, free_port
 
 TRICKLE_INTERVAL = 2.0  # seconds between the jobs enqueued while --keep keeps the demo up
 
@@ -124,7 +124,9 @@ def main(count: int = 20, *, dashboard: bool | None = None, keep: bool | None = 
                 children.append(("dashboard", _start_dashboard(env)))
             elif problem is not None:
                 print(f"demo: no dashboard: {problem}")
-            worker = _start(env, "run", "-r", "cogworker.demo", "-c", "5", "--log-level", "INFO")
+            worker = _start(
+                env, "run", "-r", "cogworker.local.demo", "-c", "5", "--log-level", "INFO"
+            )
             children.append(("worker", worker))
             return _drive(server, worker, count, keep)
         finally:

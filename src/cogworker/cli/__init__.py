@@ -1,4 +1,5 @@
-"""The ``cogworker`` command.
+"""The ``cogworker`` command: the root group and the worker commands (here), and the table of
+admin commands, each imported only when it runs (``admin``).
 
     cogworker run -r app.jobs [-c 10] [-q critical,2 -q default] [-t 25] [-C cogworker.yml]
                   [-L worker.log] [-e production] [--redis-url URL] [--log-level INFO]
@@ -25,13 +26,14 @@ from typing import Any
 import click
 import redis
 
-from cogworker import __version__, admin_cli
-from cogworker.boot import CLI_BOOT, Boot, WorkerFlags, run_swarm, run_worker
+from cogworker import __version__
+from cogworker.cli import admin as admin_cli
 from cogworker.cli_context import REDIS_URL_META
 from cogworker.config import ConfigError
 from cogworker.periodic.entries import PeriodicError
 from cogworker.registry import AppLoadError
 from cogworker.web.cli import web_command
+from cogworker.worker.boot import CLI_BOOT, Boot, WorkerFlags, run_swarm, run_worker
 
 __all__ = ["Boot", "WorkerFlags", "label", "main", "main_group", "merge"]
 
@@ -216,7 +218,7 @@ def swarm_command(**given: Any) -> None:
 )
 def demo_command(jobs: int, dashboard: bool | None, keep: bool | None) -> None:
     """Start a private Redis, a worker and the dashboard; enqueue demo jobs and watch them run."""
-    from cogworker import demo
+    from cogworker.local import demo
 
     sys.exit(demo.main(jobs, dashboard=dashboard, keep=keep))
 

@@ -30,7 +30,7 @@ from cogworker import keys, scripts
 if TYPE_CHECKING:
     from redis.client import Pipeline
 
-SCRIPT = scripts.load(__file__, "history_index")
+SCRIPT = scripts.load(__file__, "index")
 KEYS = (
     keys.HISTORY_ALL,
     keys.HISTORY_INDEX_TIME,

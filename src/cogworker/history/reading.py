@@ -5,7 +5,7 @@ A page takes one of four paths (``Path``):
 
 * ``FAST``: newest or oldest first with no filter: one range of the status's own set;
 * ``INDEX``: every filter is one the history index answers (equality on status, class or
-  queue, a range of finish time or duration, an exact jid; see ``history_index``), in any
+  queue, a range of finish time or duration, an exact jid; see ``index``), in any
   sort. One filter in its own order (a class newest first, a duration range by duration, a
   time range by time) or no filter in any order is read by rank: a deep page costs what the
   first does. One filter in another order walks that order's set from the nearer end while
@@ -32,12 +32,13 @@ from typing import Any
 
 import redis
 
-from cogworker import history_index, keys, testing, wire
-from cogworker.history_filters import MAX_LIMIT as MAX_LIMIT
-from cogworker.history_filters import Query, column_value
-from cogworker.history_filters import duration_ms as duration_ms
-from cogworker.history_filters import duration_of as duration_of
-from cogworker.history_plan import Plan, plan_of
+from cogworker import keys, testing, wire
+from cogworker.history import index as history_index
+from cogworker.history.filters import MAX_LIMIT as MAX_LIMIT
+from cogworker.history.filters import Query, column_value
+from cogworker.history.filters import duration_ms as duration_ms
+from cogworker.history.filters import duration_of as duration_of
+from cogworker.history.plan import Plan, plan_of
 
 SETS = {"all": keys.HISTORY_ALL, "success": keys.HISTORY_SUCCESS, "failed": keys.HISTORY_FAILED}
 SCAN_CHUNK = 1000
@@ -118,7 +119,7 @@ def query(
     """A page of history entries and the total matching, sorted and filtered server-side.
 
     ``sort`` is a list (or its JSON) of ``{"colId", "sort": "asc"|"desc"}``; ``filters`` a
-    dict (or its JSON) of column -> filter model (see ``history_filters``). Malformed input
+    dict (or its JSON) of column -> filter model (see ``filters``). Malformed input
     means "none". An unreadable entry shows as ``{"raw": ...}``.
     """
     wanted = Query.parse(
