@@ -1,13 +1,16 @@
 """Lua scripts in a pipeline (``scripts.Batch``): replies in order, errors as values, and the
-calls Redis no longer knows (after SCRIPT FLUSH) re-sent whole in one more round trip."""
+calls Redis no longer knows (after SCRIPT FLUSH) re-sent whole in one more round trip; and
+every script's header documents the keys and arguments it uses."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import redis
 
+import cogworker
 from cogworker import scripts
 
 
@@ -81,3 +84,42 @@ def test_a_helper_is_included_from_the_shared_directory() -> None:
     requeue = scripts.Script(scripts.HELPERS / "requeue_job.lua").source
     assert "local function retake_running_lock" in requeue  # its own include prepended
     assert "--#include" not in requeue
+
+
+LUA_FILES = sorted((Path(cogworker.__file__).parent).rglob("*.lua"))
+USED = re.compile(r"\b(KEYS|ARGV)\[(\d+)\]")
+# KEYS[2], ARGV[3..] (and every one after), KEYS[1..5] (a range)
+DOCUMENTED = re.compile(r"\b(KEYS|ARGV)\[(\d+)(\.\.)?(\d*)\]")
+INCLUDED = {
+    line.split()[1]
+    for path in LUA_FILES
+    for line in path.read_text().splitlines()
+    if line.startswith("--#include ")
+}
+
+
+@pytest.mark.parametrize("path", LUA_FILES, ids=lambda path: path.name)
+def test_every_script_header_names_each_key_and_argument_it_uses(path: Path) -> None:
+    """The header (the comment lines before the code) indexes every KEYS[n] and ARGV[n] the
+    code reads (``ARGV[3..]`` covers the rest), and says what the script returns."""
+    lines = path.read_text().splitlines()
+    header = [line for line in lines if line.startswith("--") and not line.startswith("--#")]
+    code = [line.split("--")[0] for line in lines if not line.startswith("--")]
+    documented: set[tuple[str, int]] = set()
+    open_ended: dict[str, int] = {}
+    for line in header:
+        assert not re.match(r"^-- (KEYS|ARGV)\s", line), f"{path.name}: not indexed: {line}"
+        for kind, number, dots, end in DOCUMENTED.findall(line):
+            last = int(end) if end else int(number)
+            documented.update((kind, at) for at in range(int(number), last + 1))
+            if dots and not end:
+                open_ended[kind] = min(open_ended.get(kind, int(number)), int(number))
+    used = {(kind, int(number)) for line in code for kind, number in USED.findall(line)}
+    missing = sorted(
+        (kind, number)
+        for kind, number in used - documented
+        if not (kind in open_ended and number >= open_ended[kind])
+    )
+    assert missing == [], f"{path.name}: used but not in the header: {missing}"
+    if path.parent.name != "lua" and path.name not in INCLUDED:  # helpers: functions only
+        assert any("Returns" in line for line in header), f"{path.name}: no Returns line"

@@ -5,7 +5,9 @@
 -- KEYS[1]  the source set (cogworker:schedule or cogworker:retry)
 -- KEYS[2]  cogworker:queues
 -- KEYS[3]  cogworker:queue:<name>
--- ARGV     entry as stored, queue name, new payload
+-- ARGV[1]  entry as stored
+-- ARGV[2]  queue name
+-- ARGV[3]  new payload
 -- Returns  1 if moved, 0 if another process took it first.
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0

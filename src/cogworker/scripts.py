@@ -5,8 +5,9 @@ when Redis answers NOSCRIPT: after SCRIPT FLUSH, a restart or a failover. Script
 ride in a pipeline with other commands (``Batch``); the ones Redis answered NOSCRIPT are then
 re-sent whole together, in one more round trip.
 
-A file may start with ``--#include name.lua`` lines to prepend the helper functions of
-``cogworker/lua/name.lua`` (helpers shared by scripts of several directories live there).
+A file may start with ``--#include name.lua`` lines to prepend helper functions: from
+``name.lua`` beside it (helpers of one directory's scripts), else ``cogworker/lua/name.lua``
+(helpers shared by scripts of several directories).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def _read(path: Path) -> str:
     parts = []
     for line in lines:
         if line.startswith(_INCLUDE):
-            parts.append(_read(HELPERS / line[len(_INCLUDE) :].strip()))
+            name = line[len(_INCLUDE) :].strip()
+            beside = path.parent / name
+            parts.append(_read(beside if beside.exists() else HELPERS / name))
         else:
             parts.append(line)
     return "".join(parts)

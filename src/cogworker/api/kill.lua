@@ -1,6 +1,7 @@
 -- Move an entry of the schedule or retry set to the dead set: destination first.
 -- KEYS[1]  the source set          KEYS[2]  cogworker:dead
--- ARGV     entry as stored, time of death
+-- ARGV[1]  entry as stored
+-- ARGV[2]  time of death
 -- Returns  1 if moved, 0 if the entry is gone.
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0

@@ -1,7 +1,8 @@
 -- Take up to ARGV[1] jobs off the tail of a queue (the next to run), in one step, and return
 -- the few that may own a lock, so the caller can release those locks.
 -- KEYS[1]  cogworker:queue:<name>
--- ARGV     how many jobs at most, a marker: only jobs whose text contains it are returned
+-- ARGV[1]  how many jobs at most
+-- ARGV[2]  a marker: only jobs whose text contains it are returned
 -- Returns  {how many were taken, raw job containing the marker, ...}
 local taken = redis.call("LRANGE", KEYS[1], -tonumber(ARGV[1]), -1)
 local holders = {#taken}

@@ -5,7 +5,9 @@
 -- KEYS[1]  the list holding the job: cogworker:inprogress:<identity> (or a queue's list)
 -- KEYS[2]  the target set (cogworker:retry, cogworker:dead or cogworker:schedule)
 -- KEYS[3]  cogworker:orphanings:<jid> of the job
--- ARGV     raw job as fetched, score, payload to file
+-- ARGV[1]  raw job as fetched
+-- ARGV[2]  score
+-- ARGV[3]  payload to file
 -- Returns  1 if filed, 0 if the job was no longer on the list.
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0

@@ -6,7 +6,10 @@
 -- KEYS[1]  cogworker:inprogress:<identity>
 -- KEYS[2]  cogworker:queue:<the queue named in the job>
 -- KEYS[3]  periodic:running:<pjid> of an until_executed cron run, else KEYS[2] again
--- ARGV     raw job, "1" to re-take the running lock else "0", jid, lock TTL in seconds
+-- ARGV[1]  raw job
+-- ARGV[2]  "1" to re-take the running lock else "0"
+-- ARGV[3]  jid
+-- ARGV[4]  lock TTL in seconds
 -- Returns  1 if requeued, 0 if it was not in progress.
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0

@@ -30,7 +30,11 @@ from cogworker import keys, scripts
 if TYPE_CHECKING:
     from redis.client import Pipeline
 
-SCRIPT = scripts.load(__file__, "index")
+# one script per operation; all four take KEYS, then PREFIXES, then their own arguments
+ADD = scripts.load(__file__, "index_add")
+SYNC = scripts.load(__file__, "index_sync")
+FETCH = scripts.load(__file__, "index_fetch")
+SELECT = scripts.load(__file__, "index_select")
 KEYS = (
     keys.HISTORY_ALL,
     keys.HISTORY_INDEX_TIME,
@@ -75,10 +79,10 @@ def queue_add(pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_r
     and the next read's catch-up indexes it."""
     pool, now = id(pipe.connection_pool), time.monotonic()
     if now - _loaded_at.get(pool, -RELOAD_EVERY) >= RELOAD_EVERY:
-        pipe.script_load(SCRIPT.source)
+        pipe.script_load(ADD.source)
         _loaded_at[pool] = now
-    args = (*PREFIXES, "add", raw, repr(finished_at), repr(cutoff), max_runs, TRIM_CAP)
-    pipe.evalsha(SCRIPT.sha, len(KEYS), *KEYS, *args)
+    args = (*PREFIXES, raw, repr(finished_at), repr(cutoff), max_runs, TRIM_CAP)
+    pipe.evalsha(ADD.sha, len(KEYS), *KEYS, *args)
 
 
 RELOAD_EVERY = 1.0
@@ -94,7 +98,7 @@ class Synced:
 
 def sync(client: redis.Redis) -> Synced:
     """Index what other writers added to ``history:all``; drop what it no longer holds."""
-    added, dropped, behind = SCRIPT(client, KEYS, [*PREFIXES, "sync", OVERLAP, SYNC_CAP])
+    added, dropped, behind = SYNC(client, KEYS, [*PREFIXES, OVERLAP, SYNC_CAP])
     return Synced(int(added), int(dropped), bool(behind))
 
 
@@ -102,7 +106,7 @@ def fetch(client: redis.Redis, refs: Sequence[str]) -> list[tuple[float, str]]:
     """``(finish time, stored entry)`` of each ref still stored, in order."""
     if not refs:
         return []
-    found = SCRIPT(client, KEYS, [*PREFIXES, "fetch", *refs])
+    found = FETCH(client, KEYS, [*PREFIXES, *refs])
     return [(float(found[at]), str(found[at + 1])) for at in range(0, len(found), 2)]
 
 
@@ -150,11 +154,11 @@ def select(
     else the smallest source is read whole, the others asked of each of its refs, and sorted."""
     order, key = order_key(column)
     sort = order.value if order is not Order.TEXT else str(SORT_FIELD[column])
-    args: list[Any] = [*PREFIXES, "select", sort, key, int(descending), offset, limit]
+    args: list[Any] = [*PREFIXES, sort, key, int(descending), offset, limit]
     args.append(len(sources))
     for source in sources:
         args.extend(source.args())
-    found = SCRIPT(client, KEYS, args)
+    found = SELECT(client, KEYS, args)
     return int(found[0]), [str(ref) for ref in found[1:]]
 
 

@@ -9,7 +9,7 @@
 -- ARGV[4]  the field those further classes share
 -- ARGV[5..] pairs: job class, its tally in this batch
 -- A tally is "executions failures total_us max_us" then "bucket count" pairs, space separated.
--- returns the number of classes written (per hash)
+-- Returns the number of classes written (per hash)
 
 local function parse(text)
   local numbers = {}

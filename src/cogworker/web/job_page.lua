@@ -1,6 +1,6 @@
 -- One page of the Jobs table across several job sources, read in one step: the page and the
 -- sizes it reports agree, and only the rows of the page are sent back.
--- KEYS      the sources in the table's order: queue lists, then sorted sets
+-- KEYS[1..] the sources in the table's order: queue lists, then sorted sets
 -- ARGV[1]   rows to skip, counted across the sources that are paged
 -- ARGV[2]   rows to send back at most
 -- ARGV[3..] one per key: "tail" (a list read from its next job, the tail), "asc" or "desc"

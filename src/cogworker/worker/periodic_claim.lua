@@ -3,8 +3,11 @@
 -- fast job can never release a lock that isn't there yet.
 -- KEYS[1]  periodic:running:<pjid>     KEYS[2]  periodic:last_slot:<pjid>
 -- KEYS[3]  periodic:lock:<pjid>:<slot>
--- ARGV     slot (epoch seconds), "until_executed" or "", slot lock TTL, jid for this slot,
---          running lock TTL
+-- ARGV[1]  slot (epoch seconds)
+-- ARGV[2]  "until_executed" or ""
+-- ARGV[3]  slot lock TTL
+-- ARGV[4]  jid for this slot
+-- ARGV[5]  running lock TTL
 -- Returns  2 when a previous run still holds the entry, {1, previous slot or ""} when won,
 --          0 when the slot was already taken.
 if ARGV[2] == "until_executed" and redis.call("GET", KEYS[1]) then

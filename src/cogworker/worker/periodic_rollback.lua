@@ -4,7 +4,9 @@
 -- (catch-up off) can't swallow the slot.
 -- KEYS[1]  periodic:last_slot:<pjid>   KEYS[2]  periodic:lock:<pjid>:<slot>
 -- KEYS[3]  periodic:running:<pjid>
--- ARGV     slot, previous slot or "", jid of the failed run
+-- ARGV[1]  slot
+-- ARGV[2]  previous slot or ""
+-- ARGV[3]  jid of the failed run
 -- Returns  1
 local ok, current = pcall(redis.call, "GET", KEYS[1])
 if ok and current == ARGV[1] then

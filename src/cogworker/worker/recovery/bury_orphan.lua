@@ -2,7 +2,9 @@
 -- Move the head of cogworker:repeat_orphans into the dead set as a proper entry.
 -- KEYS[1]  cogworker:repeat_orphans
 -- KEYS[2]  cogworker:dead
--- ARGV     raw (must still be the head), score, dead entry
+-- ARGV[1]  raw (must still be the head)
+-- ARGV[2]  score
+-- ARGV[3]  dead entry
 -- Returns  1 if moved, 0 if another process moved it first.
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0

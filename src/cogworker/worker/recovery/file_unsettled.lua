@@ -3,7 +3,9 @@
 -- KEYS[1]  cogworker:unsettled
 -- KEYS[2]  cogworker:orphanings:<jid> of the payload
 -- KEYS[3]  the target set (cogworker:retry, cogworker:dead or cogworker:schedule)
--- ARGV     record (must still be the head), score, payload
+-- ARGV[1]  record (must still be the head)
+-- ARGV[2]  score
+-- ARGV[3]  payload
 -- Returns  1 if filed, 0 if another process filed it first.
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0

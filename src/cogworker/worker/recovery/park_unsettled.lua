@@ -3,7 +3,8 @@
 -- push its filing record onto cogworker:unsettled, then take it off the in-progress list.
 -- KEYS[1]  cogworker:inprogress:<identity>
 -- KEYS[2]  cogworker:unsettled
--- ARGV     raw job as fetched, record JSON {"set","score","payload"}
+-- ARGV[1]  raw job as fetched
+-- ARGV[2]  record JSON {"set","score","payload"}
 -- Returns  1 if parked, 0 if the job was no longer in progress.
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0

@@ -2,7 +2,8 @@
 -- Move the unusable record at the head of cogworker:unsettled aside, once even when two
 -- processes find it together.
 -- KEYS[1]  cogworker:unsettled          KEYS[2]  cogworker:quarantine:cogworker:unsettled:records
--- ARGV     record (must still be the head), quarantine TTL in seconds
+-- ARGV[1]  record (must still be the head)
+-- ARGV[2]  quarantine TTL in seconds
 -- Returns  1 if moved, 0 if another process moved or filed it first.
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0

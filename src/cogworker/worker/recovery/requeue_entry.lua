@@ -3,7 +3,10 @@
 -- for a cron run, re-take its running lock in the same step.
 -- KEYS[1]  cogworker:queue:<the job's queue>
 -- KEYS[2]  periodic:running:<pjid> of an until_executed cron run, else KEYS[1] again
--- ARGV     payload JSON, "1" to re-take the lock else "0", jid, lock TTL in seconds
+-- ARGV[1]  payload JSON
+-- ARGV[2]  "1" to re-take the lock else "0"
+-- ARGV[3]  jid
+-- ARGV[4]  lock TTL in seconds
 -- Returns  1
 redis.call("RPUSH", KEYS[1], ARGV[1])
 if ARGV[2] == "1" then

@@ -7,7 +7,7 @@
 -- KEYS[1]  cogworker:inprogress:<owner>       KEYS[2]  cogworker:process:<owner>
 -- KEYS[3]  cogworker:last_beat                KEYS[4]  cogworker:repeat_orphans
 -- KEYS[5]  cogworker:dead                     KEYS[6]  cogworker:queues
--- KEYS[7]  cogworker:live_queues               KEYS[8]  cogworker:<owner>:workers
+-- KEYS[7]  cogworker:live_queues              KEYS[8]  cogworker:workers:<owner>
 -- KEYS[9]  cogworker:processes                KEYS[10] cogworker:inprogress_identities
 -- Keys named after what a job holds are built from prefixes, as only the job read here says
 -- which: its queue (ARGV[1] .. queue, keys.QUEUE_PREFIX), its cron entry's running lock
