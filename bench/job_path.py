@@ -34,8 +34,8 @@ THREADS = ("processor-", "fetcher", "bookkeeper")
 RUNS = 5
 
 
-def stat(client: Any, key: str) -> int:
-    return int(client.get(key) or 0)
+def processed(client: Any) -> int:
+    return int(client.get(keys.STATS_PROCESSED) or 0)
 
 
 class Succeeds(cogworker.Job):
@@ -176,7 +176,7 @@ def main() -> None:
         time.sleep(1.0)
         ok, failed = [], []
         for _ in range(RUNS):
-            ok.append(follow(trace, Succeeds.perform_async, lambda: stat(client, keys.STATS_PROCESSED)))
+            ok.append(follow(trace, Succeeds.perform_async, lambda: processed(client)))
             time.sleep(0.2)  # the threads back to idle
             failed.append(follow(trace, Fails.perform_async, lambda: int(client.zcard(keys.RETRY))))
             time.sleep(0.2)
