@@ -101,6 +101,8 @@ class Bookkeeper:
         self._strategy = strategy
         self._ledger = ledger
         self._unacked: dict[str, Work] = {}  # failed acks, retried every UNACKED_RETRY
+        # raw -> (processed, failed): counted only if its ack still finds it listed
+        self._counts_if_listed: dict[str, tuple[int, int]] = {}
         self._batch = _Batch()
         self._metrics = Tallies()  # runs not sent yet, since _metrics_since
         self._metrics_since = 0.0
@@ -169,9 +171,13 @@ class Bookkeeper:
         with self._cond:
             self._cond.notify()
 
-    def acknowledge(self, work: Work) -> None:
-        """Send the acknowledgement soon; the ledger hears when it is done (or failed)."""
+    def acknowledge(self, work: Work, counts: tuple[int, int] | None = None) -> None:
+        """Send the acknowledgement soon; the ledger hears when it is done (or failed).
+        ``counts`` (processed, failed) are counted only if the ack finds the job still listed:
+        a turnover whose reply was lost took it off and counted it already."""
         with self._cond:
+            if counts is not None:
+                self._counts_if_listed[work.raw] = counts
             self._batch.acks.append((work, 0))
             self._cond.notify()
 
@@ -277,11 +283,25 @@ class Bookkeeper:
             return
         if not errors:
             redis_errors.reporter.recovered("Bookkeeping")
+        self._count_if_listed(acks, ack_reply)
         for work in acks:  # with basic fetch BRPOP already removed them
             if self._unacked.pop(work.raw, None) is not None:
                 self._ledger.settled(work)  # a late ack: finished was reported already
             else:
                 self._ledger.finished(work)
+
+    def _count_if_listed(self, acks: list[Work], removed: Any) -> None:
+        """Count, with the next batch, the jobs whose ack removed them (see ``acknowledge``)."""
+        if not self._counts_if_listed:
+            return
+        flags = removed if isinstance(removed, list) else [1] * len(acks)
+        with self._cond:
+            for work, flag in zip(acks, flags, strict=False):
+                counts = self._counts_if_listed.pop(work.raw, None)
+                if counts is not None and flag:
+                    self._batch.processed += counts[0]
+                    self._batch.failed += counts[1]
+                    self._cond.notify()
 
     def _queue_workers(self, pipe: Pipeline, workers: dict[str, str | None]) -> None:
         entries: dict[Any, Any] = {tid: entry for tid, entry in workers.items() if entry}
@@ -307,6 +327,9 @@ class Bookkeeper:
                     error,
                 )
                 self._unacked[work.raw] = work
+                # it ran: count it now (should the lost turnover have counted it, twice)
+                processed, failed = self._counts_if_listed.pop(work.raw, (0, 0))
+                self.count(processed=processed, failed=failed)
                 self._ledger.settle_later(work, ACK)
                 self._ledger.finished(work)
         if again:

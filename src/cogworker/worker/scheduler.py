@@ -152,8 +152,8 @@ class Scheduler:
         if report.connection_lost:
             self._next_orphan_check = time.monotonic() + self._after_lost_connection()
             return
-        if self.manager.strategy.mode == "reliable":
-            self._guarded("Reconcile", self.manager.reconciler.reconcile)
+        # with basic fetch nothing is listed in progress: only the pending settlements
+        self._guarded("Reconcile", self.manager.reconciler.reconcile)
         if report.scanned:
             self._scanned = True
         if report.registry_read or report.scanned:

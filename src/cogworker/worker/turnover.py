@@ -89,7 +89,8 @@ class Turnover:
             reply = self._call(fetch, tid, finished)
         except Exception as error:  # the job is finished: whatever failed, it must be settled
             self._report(error, finished.acknowledge)
-            self._hand_to_bookkeeper(tid, finished)
+            # a call that may have run (its reply lost) may have counted the job already
+            self._hand_to_bookkeeper(tid, finished, may_have_run=not connection.not_sent(error))
             return None
         redis_errors.reporter.recovered("Turnover")
         if finished.acknowledge is not None:
@@ -180,10 +181,19 @@ class Turnover:
             f"the bookkeeper acknowledges jid={done.jid}" if done else "nothing to acknowledge",
         )
 
-    def _hand_to_bookkeeper(self, tid: str, finished: Finished) -> None:
-        if finished.acknowledge is not None:
-            self._bookkeeper.acknowledge(finished.acknowledge)  # the ledger hears once sent
-        self._bookkeeper.finished(tid, processed=finished.processed, failed=finished.failed)
+    def _hand_to_bookkeeper(self, tid: str, finished: Finished, may_have_run: bool = False) -> None:
+        """The bookkeeper sends what the call carried. After a call that may have run, the
+        counts of a job to acknowledge go with its ack and count only if the ack still finds
+        it listed (the call, had it run, would have taken it off and counted it)."""
+        processed, failed = finished.processed, finished.failed
+        done = finished.acknowledge
+        if done is not None:  # the ledger hears once sent
+            if may_have_run:
+                self._bookkeeper.acknowledge(done, counts=(processed, failed))
+                processed = failed = 0
+            else:
+                self._bookkeeper.acknowledge(done)
+        self._bookkeeper.finished(tid, processed=processed, failed=failed)
         self._bookkeeper.wake()
 
     def _opening(self, queue: str) -> str:

@@ -49,12 +49,11 @@ class Reconciler:
 
     def reconcile(self) -> None:
         """Settle pending work and requeue strays seen on the previous check too."""
+        # each settlement is guarded by the job's exact entry (or, with basic fetch, its
+        # attempt's marker): one whose first try landed after all writes nothing now
+        self.settle_pending()
         listed = {str(raw) for raw in self._client.lrange(keys.inprogress(self._identity), 0, -1)}
-        strays = listed - self._ledger.running()
-        pending = self._ledger.pending()
-        if strays & pending.keys():
-            self.settle_pending()
-        strays -= pending.keys()
+        strays = listed - self._ledger.running() - self._ledger.pending().keys()
         fetch = self._strategy.current()
         for raw in strays & self._strays:
             work = Work.taken("", raw)  # found in progress: the queue is the one it names
@@ -106,6 +105,7 @@ class Reconciler:
         if fetch is None:
             return  # never fetched: holds nothing
         if fetch.mode == "basic":
+            self.settle_pending()
             count = hand_back_registered(self._config, self._client, self._identity)
         else:
             self.settle_pending()
