@@ -1,6 +1,8 @@
 """ARCHITECTURE.md names only what exists: every module, script and folder it cites is in the
 tree, every ``module.attribute`` it cites can be imported, every Redis key it spells out is
-one ``keys.py`` builds, and it stays under 150 lines."""
+one ``keys.py`` builds, and it stays under 200 lines. And what it claims of the code holds:
+each fate script has one writer (a fetch strategy), and no module outside ``fetch/`` asks
+which fetch it holds."""
 
 from __future__ import annotations
 
@@ -107,3 +109,59 @@ def test_the_contrib_contract_covers_every_module_of_the_core() -> None:
         and ((path.suffix == ".py") or (path / "__init__.py").exists())
     }
     assert set(contract["source_modules"]) == core
+
+
+# -- what the document claims about the code ----------------------------------------------------
+
+# the scripts that write the fate of a job this process handed out
+FATE_SCRIPTS = {"ack", "give_back", "file_instead", "file_once", "turnover"}
+STRATEGIES = {"fetch/reliable.py", "fetch/basic.py"}
+LOAD = r'^(\w+) = scripts\.load\(__file__, "(\w+)"\)'
+
+
+def python_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_a_fate_script_is_loaded_and_called_only_by_a_fetch_strategy() -> None:
+    """One writer per fate: each fate script is loaded by a strategy module, and no other
+    module loads it, or imports the constant it is held in."""
+    loaders: dict[str, set[str]] = {}
+    held_in: dict[str, set[str]] = {}  # constant name -> the scripts it holds
+    for path in python_modules():
+        text = path.read_text()
+        for constant, name in re.findall(LOAD, text, re.M):
+            loaders.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
+            held_in.setdefault(constant, set()).add(name)
+    assert {name: loaders.get(name) for name in FATE_SCRIPTS} == {
+        name: loaders[name] & STRATEGIES for name in FATE_SCRIPTS
+    }
+    fate_constants = {c for c, names in held_in.items() if names & FATE_SCRIPTS}
+    importers = {
+        str(path.relative_to(PACKAGE))
+        for path in python_modules()
+        if re.search(
+            r"from cogworker\.fetch\.(?:reliable|basic) import [^\n]*\b(?:"
+            + "|".join(sorted(fate_constants))
+            + r")\b",
+            path.read_text(),
+        )
+    }
+    assert importers == set()
+
+
+def test_no_module_outside_fetch_asks_which_fetch_it_holds() -> None:
+    """What differs between the strategies is said by the protocol (``keeps_in_progress``,
+    ``takes_in_turnover``, ``settle_and_take`` returning None), never by a type or mode test."""
+    asking = re.compile(
+        r"isinstance\([^)]*(?:ReliableFetch|BasicFetch)|\bconfig\.fetch ==|\.mode == \"|"
+        r"import (?:ReliableFetch|BasicFetch)"
+    )
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in python_modules()
+        if "fetch" not in path.relative_to(PACKAGE).parts[:1]
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if asking.search(line)
+    ]
+    assert found == []

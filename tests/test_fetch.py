@@ -20,7 +20,7 @@ from cogworker import keys, wire
 from cogworker.failure import Rejection
 from cogworker.fetch import Fetch, Filing, Work
 from cogworker.fetch.basic import BasicFetch
-from cogworker.fetch.reliable import FETCH_BATCH, ReliableFetch
+from cogworker.fetch.reliable import FETCH_BATCH, TURNOVER, ReliableFetch
 from cogworker.local.server import RedisServer, free_port
 from cogworker.worker.heartbeat import Heartbeat
 from cogworker.worker.identity import new_identity
@@ -28,7 +28,6 @@ from cogworker.worker.launcher import Launcher
 from cogworker.worker.manager import Manager
 from cogworker.worker.recovery.handback import hand_back_list
 from cogworker.worker.scheduler import Scheduler
-from cogworker.worker.turnover import TURNOVER
 
 RUNS: list[str] = []
 SAMPLE = 400

@@ -13,11 +13,11 @@ import redis
 from conftest import wait_for
 
 import cogworker
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.metrics import by_class as metrics_by_class
 from cogworker.metrics.by_class import Period
 from cogworker.worker.bookkeeper import METRICS_EVERY, Bookkeeper
 from cogworker.worker.ledger import Ledger
-from cogworker.worker.strategy import FetchStrategy
 
 IDENTITY = "metrics-host:1:0123456789ab"
 

@@ -125,7 +125,7 @@ def test_a_lost_turnover_reply_acks_once_counts_once_and_runs_the_next_job_once(
     in-progress list; its reply is lost. The bookkeeper's ack of the first then finds nothing
     to remove, and the second, held by nobody in memory, is requeued by the reconcile and runs
     once. Each job is counted once."""
-    from cogworker.worker.turnover import TURNOVER
+    from cogworker.fetch.reliable import TURNOVER
 
     r.script_load(TURNOVER.source)
     dropper.arm(TURNOVER.sha.encode())

@@ -13,14 +13,17 @@ process's at shutdown) are the worker's recovery, not this package's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from cogworker import failure, wire
 from cogworker.failure import Rejection
 from cogworker.scripts import Batch
 from cogworker.wire import Payload
+
+if TYPE_CHECKING:
+    from redis.connection import AbstractConnection
 
 FetchMode = Literal["reliable", "basic"]
 
@@ -61,8 +64,44 @@ class Filing:
     payload: str
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What a processor thread hands its fetch as a job ends: the job to acknowledge (None
+    when its fate is written already), the runs to count, the thread's id (its field in the
+    workers hash), and whether to take its next job."""
+
+    done: Work | None
+    tid: str
+    processed: int = 0
+    failed: int = 0
+    take_next: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Turned:
+    """What ``settle_and_take`` came to: the job taken (None when none waited or none was
+    asked for) and what failed after the acknowledgement, as (part, error) pairs, part
+    ``fetch`` or ``bookkeeping`` (best-effort writes: reported, never undoing the ack)."""
+
+    taken: Work | None
+    failures: list[tuple[str, str]]
+
+
+Connect = Callable[[], "AbstractConnection"]
+"""The calling thread's own connection, opened on first use."""
+
+
 class Fetch(Protocol):
     mode: FetchMode
+    # the jobs it hands out stay listed in cogworker:inprogress:<identity> until settled:
+    # orphan recovery, the reconcile and the hand-back at shutdown read that list
+    keeps_in_progress: bool
+    takes_in_turnover: bool  # settle_and_take settles and takes in one call (else: None)
+
+    def settle_and_take(self, connect: Connect, turn: Turn) -> Turned | None:
+        """Acknowledge and count ``turn``'s job and take the thread's next, in one round trip
+        on the thread's connection. None when this fetch can't (basic fetch): the caller
+        hands the settling to the bookkeeper and the thread waits for the fetcher."""
 
     def retrieve(self, wanted: int, *, wait: bool = True) -> list[Work]:
         """Up to ``wanted`` jobs. With ``wait`` it may block a while when there are none

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from cogworker import keys, scripts
 from cogworker.config import Config
 from cogworker.failure import Rejection
-from cogworker.fetch import FetchMode, Filing, Work
+from cogworker.fetch import Connect, FetchMode, Filing, Turn, Turned, Work
 from cogworker.fetch.blocking import BlockingConnection
 from cogworker.fetch.queues import NO_QUEUE_SLEEP, PausedQueues
 from cogworker.scripts import Batch
@@ -30,6 +30,8 @@ FILE_ONCE = scripts.load(__file__, "file_once")
 
 class BasicFetch:
     mode: FetchMode = "basic"
+    keeps_in_progress = False  # BRPOP: a job popped is only in this process's memory
+    takes_in_turnover = False
 
     def __init__(self, config: Config, identity: str, stopping: threading.Event) -> None:
         self.config = config
@@ -70,6 +72,9 @@ class BasicFetch:
     def wake(self) -> None:
         self._wakeup.set()
         self._blocking.wake(self._client)
+
+    def settle_and_take(self, connect: Connect, turn: Turn) -> Turned | None:
+        return None  # BRPOP can't take inside a script: the fetcher feeds every thread
 
     def acknowledge(self, works: Sequence[Work]) -> list[bool]:
         return [True for _ in works]  # BRPOP already removed them

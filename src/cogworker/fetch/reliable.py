@@ -13,14 +13,16 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import redis
 
 from cogworker import keys, redis_errors, scripts, wire
 from cogworker.config import Config
 from cogworker.failure import Rejection
-from cogworker.fetch import FetchMode, Filing, UnsupportedError, Work
+from cogworker.fetch import Connect, FetchMode, Filing, Turn, Turned, UnsupportedError, Work
 from cogworker.fetch.blocking import BlockingConnection
 from cogworker.fetch.queues import NO_QUEUE_SLEEP, PausedQueues, weighted_order
 from cogworker.periodic.running_lock import queued_ttl, requeued_lock
@@ -38,6 +40,7 @@ FETCH_BATCH = scripts.load(__file__, "fetch_batch")
 ACK = scripts.load(__file__, "ack")
 GIVE_BACK = scripts.load(__file__, "give_back")
 FILE_INSTEAD = scripts.load(__file__, "file_instead")
+TURNOVER = scripts.load(__file__, "turnover")
 
 
 def supported(client: redis.Redis) -> bool:
@@ -58,6 +61,8 @@ def supported(client: redis.Redis) -> bool:
 
 class ReliableFetch:
     mode: FetchMode = "reliable"
+    keeps_in_progress = True
+    takes_in_turnover = True
 
     def __init__(
         self,
@@ -78,6 +83,8 @@ class ReliableFetch:
         self._idle_interval = 0.0
         self._wakeup = threading.Event()
         self._found_empty: str | None = None  # the queue a BLMOVE just timed out on
+        self._workers_key = keys.workers(identity)
+        self._openings: dict[str, str] = {}  # queue name -> its workers-entry opening
 
     # -- taking jobs ------------------------------------------------------------------------
 
@@ -140,6 +147,44 @@ class ReliableFetch:
         self._wakeup.set()
         self._blocking.wake(self._client)
 
+    def settle_and_take(self, connect: Connect, turn: Turn) -> Turned | None:
+        """One call of ``turnover.lua``: the ack of ``turn.done`` (``LREM``, its orphan
+        counter deleted), the counts, then the ``LMOVE`` of the next job onto the in-progress
+        list with its workers-hash entry (``HDEL`` of the entry when none waits)."""
+        order = self.queue_order() if turn.take_next else []  # may read the paused queues
+        done = turn.done
+        now = int(time.time())
+        script_keys = [
+            self.inprogress,
+            keys.orphanings(done.jid) if done is not None else self.inprogress,
+            self._workers_key,
+            keys.STATS_PROCESSED,
+            keys.STATS_FAILED,
+            keys.throughput(now // 3600),
+            *map(keys.queue, order),
+        ]
+        args = [
+            done.raw if done is not None else "",
+            turn.tid,
+            turn.processed,
+            turn.failed,
+            keys.THROUGHPUT_TTL,
+            now,
+            *map(self._opening, order),
+        ]
+        reply: list[Any] = TURNOVER.call_on(connect(), script_keys, args)
+        failures = reply[1]
+        pairs = [(str(failures[at]), str(failures[at + 1])) for at in range(0, len(failures), 2)]
+        if len(reply) < 4:
+            return Turned(None, pairs)
+        return Turned(Work.taken(keys.queue_name(reply[2]), reply[3]), pairs)
+
+    def _opening(self, queue: str) -> str:
+        opening = self._openings.get(queue)
+        if opening is None:
+            opening = self._openings[queue] = wire.workers_entry_opening(queue)
+        return opening
+
     # -- giving jobs up ---------------------------------------------------------------------
 
     def acknowledge(self, works: Sequence[Work]) -> list[bool]:
@@ -170,6 +215,14 @@ class ReliableFetch:
 
     def close(self) -> None:
         self._blocking.close()
+
+
+def file_instead_on(client: redis.Redis, list_key: str, raw: str, filing: Filing) -> bool:
+    """``file_instead`` for a payload held on another list than an in-progress one (a queue a
+    requeue sent it to): ``filing`` written in its place, by its exact entry; False if it was
+    no longer there."""
+    script_keys = [list_key, filing.target, keys.orphanings(wire.jid_of(raw))]
+    return bool(FILE_INSTEAD(client, script_keys, [raw, filing.score, filing.payload]))
 
 
 def _as_scripts_read(raw: str) -> Payload:

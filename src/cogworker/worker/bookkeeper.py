@@ -33,10 +33,10 @@ import redis
 
 from cogworker import keys, redis_errors
 from cogworker.fetch import Work
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.metrics.by_class import Tallies
 from cogworker.scripts import Batch
 from cogworker.worker.ledger import ACK, Ledger
-from cogworker.worker.strategy import FetchStrategy
 
 if TYPE_CHECKING:
     from redis.client import Pipeline

@@ -219,6 +219,7 @@ def _run_shutdown_handlers(config: Config) -> None:
 
 
 def run_swarm(flags: WorkerFlags, *, boot: Boot = CLI_BOOT) -> None:
+    from cogworker.fetch.strategy import keeps_in_progress
     from cogworker.worker.recovery.reaped import ReapedChildren
     from cogworker.worker.swarm import Swarm
 
@@ -232,7 +233,7 @@ def run_swarm(flags: WorkerFlags, *, boot: Boot = CLI_BOOT) -> None:
         count,
         lambda child: _run_swarm_child(flags, child, boot),
         # basic fetch keeps no in-progress list: there is nothing to requeue
-        recovery=ReapedChildren(config) if config.fetch == "reliable" else None,
+        recovery=ReapedChildren(config) if keeps_in_progress(config) else None,
         shutdown_timeout=config.shutdown_timeout,
         max_memory_mb=config.max_memory,
         phased=phased,

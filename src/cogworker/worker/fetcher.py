@@ -17,11 +17,11 @@ import time
 
 from cogworker import redis_errors
 from cogworker.fetch import UnsupportedError, Work
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.pace import WINDOW, Pace
 from cogworker.worker.processor import Mailbox
 from cogworker.worker.settle import Settler
-from cogworker.worker.strategy import FetchStrategy
 
 QUIET_PAUSE = 0.5
 # After handing out jobs the fetcher waits (at most this long) until the first thread it woke

@@ -271,7 +271,7 @@ class Heartbeat:
             writes.append(
                 ("live queues trim", lambda p: p.zremrangebyscore(keys.LIVE_QUEUES, "-inf", cutoff))
             )
-        if self.manager.strategy.current().mode == "reliable":  # orphan recovery reads these
+        if self.manager.strategy.current().keeps_in_progress:  # orphan recovery reads these
             writes += [
                 (
                     "in-progress registry",

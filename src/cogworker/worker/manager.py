@@ -22,6 +22,7 @@ import time
 
 from cogworker import connection, locks
 from cogworker.config import Config
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.fetcher import Fetcher
 from cogworker.worker.ledger import Ledger
@@ -30,7 +31,6 @@ from cogworker.worker.processor import Processor
 from cogworker.worker.recovery import Orphans, Reconciler
 from cogworker.worker.recovery.handback import HandBackFailed
 from cogworker.worker.settle import Settler
-from cogworker.worker.strategy import FetchStrategy
 from cogworker.worker.turnover import Turnover
 
 logger = logging.getLogger("cogworker")
@@ -53,7 +53,6 @@ class Manager:
         )
         turnover = Turnover(
             self.client,
-            identity,
             self.strategy,
             self.ledger,
             self.bookkeeper,

@@ -142,9 +142,9 @@ class Scheduler:
             self._next_orphan_check = resumed + settle
             return
         self._next_orphan_check = time.monotonic() + self.config.orphan_check_interval
-        reliable = self.config.fetch == "reliable"
+        listing = self.manager.strategy.current().keeps_in_progress
         try:
-            report = self.manager.orphans.recover(scan=reliable and not self._scanned)
+            report = self.manager.orphans.recover(scan=listing and not self._scanned)
         except redis.RedisError as error:
             if redis_errors.is_unavailable(error):
                 self._next_orphan_check = time.monotonic() + self._after_lost_connection()

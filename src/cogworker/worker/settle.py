@@ -24,12 +24,12 @@ from cogworker import failure, keys, locks, logs, redis_errors, registry, status
 from cogworker.config import Config
 from cogworker.failure import Decision, Rejection
 from cogworker.fetch import Filing, Work
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.job import Job
 from cogworker.wire import Payload
 from cogworker.worker.bookkeeper import ACK_ATTEMPTS, Bookkeeper
 from cogworker.worker.ledger import ACK, Ledger
 from cogworker.worker.outcome import Next, Outcome, summary
-from cogworker.worker.strategy import FetchStrategy
 
 logger = logging.getLogger("cogworker")
 

@@ -1,6 +1,7 @@
 """A processor thread's turnover: the bookkeeping of the job it just finished and the fetch of
-its next job in one script call (``turnover.lua``), so a busy thread never waits for another
-thread to feed it or to send its acknowledgement.
+its next job in one call of the fetch's ``settle_and_take`` (reliable fetch: one script,
+``fetch/turnover.lua``), so a busy thread never waits for another thread to feed it or to
+send its acknowledgement.
 
 One call acknowledges the job (``LREM`` from the in-progress list, its orphan counter
 deleted), counts it, and moves the next job from the tail of a queue (weighted order, paused
@@ -9,7 +10,7 @@ with nothing waiting it removes the entry. The job taken is therefore listed in 
 moment it leaves its queue, as with the fetcher, and a job finished but not yet acknowledged
 is one round trip's worth of time: the call returns before the thread does anything else.
 
-Reliable fetch only: with basic fetch, and whenever the call fails, what it carried goes to the
+When the fetch can't (basic fetch), and whenever the call fails, what it carried goes to the
 bookkeeper (which retries an acknowledgement 3 times, then every half second) and the thread
 waits for the fetcher like an idle one. Nothing is taken once the process is quiet or
 stopping; a job taken while quiet began goes straight back to its queue. Each processor thread
@@ -21,26 +22,22 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import connection, keys, redis_errors, scripts, wire
-from cogworker.fetch import Work
-from cogworker.fetch.reliable import ReliableFetch
+from cogworker import connection, redis_errors
+from cogworker.fetch import Turn, Work
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.settle import Settler
-from cogworker.worker.strategy import FetchStrategy
 
 if TYPE_CHECKING:
     from redis.connection import AbstractConnection
 
 logger = logging.getLogger("cogworker")
-
-TURNOVER = scripts.load(__file__, "turnover")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +56,6 @@ class Turnover:
     def __init__(
         self,
         client: redis.Redis,
-        identity: str,
         strategy: FetchStrategy,
         ledger: Ledger,
         bookkeeper: Bookkeeper,
@@ -69,39 +65,38 @@ class Turnover:
         quiet: threading.Event,
     ) -> None:
         self._client = client
-        self._workers_key = keys.workers(identity)
         self._strategy = strategy
         self._ledger = ledger
         self._bookkeeper = bookkeeper
         self._settler = settler
         self._stopping = stopping
         self._quiet = quiet
-        self._openings: dict[str, str] = {}  # queue name -> its workers-entry opening
         self._threads = threading.local()  # each processor thread's own connection
 
     def next_job(self, tid: str, finished: Finished) -> Work | None:
         """Settle ``finished`` for thread ``tid`` and return its next job, if one waits."""
         fetch = self._strategy.chosen()
-        if not isinstance(fetch, ReliableFetch):
-            self._hand_to_bookkeeper(tid, finished)
-            return None
+        taking = finished.take_next and not (self._quiet.is_set() or self._stopping.is_set())
+        turn = Turn(finished.acknowledge, tid, finished.processed, finished.failed, taking)
         try:
-            reply = self._call(fetch, tid, finished)
+            turned = fetch.settle_and_take(self._connection, turn) if fetch is not None else None
         except Exception as error:  # the job is finished: whatever failed, it must be settled
             self._report(error, finished.acknowledge)
             # a call that may have run (its reply lost) may have counted the job already
             self._hand_to_bookkeeper(tid, finished, may_have_run=not connection.not_sent(error))
             return None
+        if turned is None:  # this fetch can't: the bookkeeper sends it, the fetcher feeds us
+            self._hand_to_bookkeeper(tid, finished)
+            return None
         redis_errors.reporter.recovered("Turnover")
         if finished.acknowledge is not None:
             self._ledger.finished(finished.acknowledge)
-        failures = reply[1]
-        for at in range(0, len(failures), 2):
-            site = "Fetch" if failures[at] == "fetch" else "Bookkeeping (ignored)"
-            redis_errors.reporter.report(site, redis.ResponseError(failures[at + 1]))
-        if len(reply) < 4:
+        for part, message in turned.failures:
+            site = "Fetch" if part == "fetch" else "Bookkeeping (ignored)"
+            redis_errors.reporter.report(site, redis.ResponseError(message))
+        work = turned.taken
+        if work is None:
             return None
-        work = Work.taken(keys.queue_name(reply[2]), reply[3])
         self._ledger.taken(work)
         if self._quiet.is_set() or self._stopping.is_set():
             self._settler.give_back(work)  # quiet began while the call was out: don't start it
@@ -109,32 +104,6 @@ class Turnover:
             self._bookkeeper.deregister(tid)
             return None
         return work
-
-    def _call(self, fetch: ReliableFetch, tid: str, finished: Finished) -> list[Any]:
-        taking = finished.take_next and not (self._quiet.is_set() or self._stopping.is_set())
-        order = fetch.queue_order() if taking else []  # may read the paused queues: Redis
-        done = finished.acknowledge
-        now = int(time.time())
-        script_keys = [
-            fetch.inprogress,
-            keys.orphanings(done.jid) if done is not None else fetch.inprogress,
-            self._workers_key,
-            keys.STATS_PROCESSED,
-            keys.STATS_FAILED,
-            keys.throughput(now // 3600),
-            *map(keys.queue, order),
-        ]
-        args = [
-            done.raw if done is not None else "",
-            tid,
-            finished.processed,
-            finished.failed,
-            keys.THROUGHPUT_TTL,
-            now,
-            *map(self._opening, order),
-        ]
-        reply: list[Any] = TURNOVER.call_on(self._connection(), script_keys, args)
-        return reply
 
     def _connection(self) -> AbstractConnection:
         held: AbstractConnection | None = getattr(self._threads, "connection", None)
@@ -147,7 +116,8 @@ class Turnover:
         the threads once a heartbeat chose the fetch). Opened on first use instead, every
         thread's handshake (several round trips) would come at once as the first jobs finish,
         and delay each thread's next job: by 30 ms at concurrency 20 here."""
-        if not isinstance(self._strategy.chosen(), ReliableFetch):
+        fetch = self._strategy.chosen()
+        if fetch is None or not fetch.takes_in_turnover:
             return
         try:
             self._connection().connect()  # type: ignore[no-untyped-call]
@@ -195,9 +165,3 @@ class Turnover:
                 self._bookkeeper.acknowledge(done)
         self._bookkeeper.finished(tid, processed=processed, failed=failed)
         self._bookkeeper.wake()
-
-    def _opening(self, queue: str) -> str:
-        opening = self._openings.get(queue)
-        if opening is None:
-            opening = self._openings[queue] = wire.workers_entry_opening(queue)
-        return opening

@@ -13,7 +13,8 @@ import redis
 
 from cogworker import failure, keys, locks, redis_errors, wire
 from cogworker.failure import Rejection
-from cogworker.fetch.reliable import FILE_INSTEAD
+from cogworker.fetch import Filing
+from cogworker.fetch.reliable import file_instead_on
 from cogworker.wire import Payload
 from cogworker.worker.bookkeeper import count_burial
 from cogworker.worker.recovery.requeue import DEFAULT_QUEUE
@@ -80,11 +81,9 @@ def bury_unnamed_requeues(client: redis.Redis, raws: Iterable[str]) -> None:
             continue
         wrapper = failure.unparseable_job(raw, DEFAULT_QUEUE, rejection)
         jid = wire.jid_of(raw)
-        script_keys = [keys.queue(DEFAULT_QUEUE), keys.DEAD, keys.orphanings(jid)]
+        filing = Filing(keys.DEAD, float(wrapper["failed_at"]), wire.dumps(wrapper))
         try:
-            moved = FILE_INSTEAD(
-                client, script_keys, [raw, wrapper["failed_at"], wire.dumps(wrapper)]
-            )
+            moved = file_instead_on(client, keys.queue(DEFAULT_QUEUE), raw, filing)
         except redis.RedisError as error:  # it waits on the default queue to be buried there
             redis_errors.reporter.report("Burying an unparseable payload", error)
             continue

@@ -18,11 +18,11 @@ from cogworker import keys, scripts, wire
 from cogworker.config import Config
 from cogworker.failure import Rejection
 from cogworker.fetch import Filing, Work
+from cogworker.fetch.strategy import FetchStrategy
 from cogworker.worker.ledger import ACK, Ledger
 from cogworker.worker.recovery.burials import filed_as_dead
 from cogworker.worker.recovery.handback import hand_back_list, hand_back_registered
 from cogworker.worker.settle import Settler
-from cogworker.worker.strategy import FetchStrategy
 
 logger = logging.getLogger("cogworker")
 
@@ -104,7 +104,7 @@ class Reconciler:
         fetch = self._strategy.chosen()
         if fetch is None:
             return  # never fetched: holds nothing
-        if fetch.mode == "basic":
+        if not fetch.keeps_in_progress:
             self.settle_pending()
             count = hand_back_registered(self._config, self._client, self._identity)
         else:

@@ -19,6 +19,12 @@ from cogworker.fetch.reliable import ReliableFetch, supported
 logger = logging.getLogger("cogworker")
 
 
+def keeps_in_progress(config: Config) -> bool:
+    """Whether the fetch ``config`` asks for lists its jobs in progress (before any fetch
+    exists: a swarm supervisor deciding whether its children leave lists to requeue)."""
+    return config.fetch == "reliable"
+
+
 class FetchStrategy:
     def __init__(self, config: Config, identity: str, stopping: threading.Event) -> None:
         self._config = config
