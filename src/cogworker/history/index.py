@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -77,7 +78,7 @@ def queue_add(pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_r
     SCRIPT FLUSH), so the script is loaded ahead of the call at most every ``RELOAD_EVERY``
     seconds per connection pool; a run whose call met NOSCRIPT in between is still stored
     and the next read's catch-up indexes it."""
-    pool, now = id(pipe.connection_pool), time.monotonic()
+    pool, now = pipe.connection_pool, time.monotonic()
     if now - _loaded_at.get(pool, -RELOAD_EVERY) >= RELOAD_EVERY:
         pipe.script_load(ADD.source)
         _loaded_at[pool] = now
@@ -86,7 +87,9 @@ def queue_add(pipe: Pipeline, raw: str, finished_at: float, cutoff: float, max_r
 
 
 RELOAD_EVERY = 1.0
-_loaded_at: dict[int, float] = {}  # connection pool -> when the script was last loaded
+# connection pool -> when the script was last loaded; weak: a new pool that takes a freed
+# one's id (a new client) must load the script again
+_loaded_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
