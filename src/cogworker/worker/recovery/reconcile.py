@@ -104,11 +104,10 @@ class Reconciler:
         fetch = self._strategy.chosen()
         if fetch is None:
             return  # never fetched: holds nothing
+        self.settle_pending()
         if not fetch.keeps_in_progress:
-            self.settle_pending()
             count = hand_back_registered(self._config, self._client, self._identity)
         else:
-            self.settle_pending()
             keep = self.park_unsettled()
             finished = [work for work, how in self._ledger.pending_work() if how is ACK]
             count = hand_back_list(
