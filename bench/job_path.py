@@ -3,26 +3,23 @@ one it had left: the figures of the one-writer work (ARCHITECTURE.md's "One job"
 
     python3 dev.py bench job_path        (or: .venv/bin/python bench/job_path.py)
 
-A worker runs in this process (concurrency 1, reliable fetch) on a private Redis. Every
-call and return of code in a ``cogworker`` module on the threads a job passes through
-(``processor-*``, ``fetcher``, ``bookkeeper``) is recorded with ``threading.setprofile``,
-from the push of one job until Redis shows it settled: a job that succeeds (acknowledged)
-and one that raises (filed into retry). The path is the sequence of modules on top of each
-thread's cogworker stack, a module counted each time the path enters it; a *return* is an
-entry into a module the path had already left. "Leaf helpers dropped" leaves out the modules
-that never call another cogworker module on the path (``keys``, ``wire``, ...), as a reader
-following the job skips them.
+A worker runs in this process (concurrency 1, reliable fetch) on a private Redis. The calls
+and returns of cogworker code on the threads a job passes through are recorded
+(``tools/job_trace.py`` says how, and how a path and its returns are counted) from the push of
+one job until Redis shows it settled: a job that succeeds (acknowledged) and one that raises
+(filed into retry).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import FrameType
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cogworker
@@ -30,7 +27,9 @@ from cogworker import keys
 from cogworker.local.server import RedisServer
 from cogworker.worker.launcher import Launcher
 
-THREADS = ("processor-", "fetcher", "bookkeeper")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from job_trace import Event, Trace, paths, summarise
+
 RUNS = 5
 
 
@@ -48,62 +47,9 @@ class Fails(cogworker.Job, retry=3):
         raise ValueError("planned failure")
 
 
-@dataclass
-class Trace:
-    recording: bool = False
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # thread, event, module
-
-    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        if not self.recording or event not in ("call", "return"):
-            return
-        module = str(frame.f_globals.get("__name__", ""))
-        if not module.startswith("cogworker"):
-            return
-        thread = threading.current_thread().name
-        if thread.startswith(THREADS):
-            self.events.append((thread, event, module))
-
-
-def paths(events: list[tuple[str, str, str]]) -> tuple[dict[str, list[str]], set[str]]:
-    """Per thread, the module on top of its cogworker stack each time it changes; and the
-    modules that call into another module (the others are leaf helpers)."""
-    stacks: dict[str, list[str]] = {}
-    walked: dict[str, list[str]] = {}
-    calling: set[str] = set()
-    for thread, event, module in events:
-        stack = stacks.setdefault(thread, [])
-        path = walked.setdefault(thread, [])
-        if event == "call":
-            if stack and stack[-1] != module:
-                calling.add(stack[-1])
-            stack.append(module)
-        elif stack:
-            stack.pop()
-        top = stack[-1] if stack else None
-        if top is not None and (not path or path[-1] != top):
-            path.append(top)
-    return walked, calling
-
-
-def summarise(path: list[str], keep: Callable[[str], bool]) -> tuple[list[str], int, Counter[str]]:
-    """The path without the dropped modules, how often it re-enters a module it had left,
-    and those re-entries per module."""
-    kept: list[str] = []
-    for module in path:
-        if keep(module) and (not kept or kept[-1] != module):
-            kept.append(module)
-    seen: set[str] = set()
-    again: Counter[str] = Counter()
-    for module in kept:
-        if module in seen:
-            again[module] += 1
-        seen.add(module)
-    return kept, sum(again.values()), again
-
-
 def follow(
     trace: Trace, push: Callable[[], object], settled_count: Callable[[], int]
-) -> list[tuple[str, str, str]]:
+) -> list[Event]:
     """The calls and returns from ``push()`` until ``settled_count()`` (a count in
     Redis: processed jobs, retry entries) has grown."""
     before = settled_count()
@@ -126,7 +72,7 @@ class Figures:
     most: tuple[tuple[str, int], ...]
 
 
-def measure(events: list[tuple[str, str, str]], drop_leaves: bool) -> Figures:
+def measure(events: list[Event], drop_leaves: bool) -> Figures:
     walked, not_leaves = paths(events)
     modules: set[str] = set()
     returns = 0
@@ -141,7 +87,7 @@ def measure(events: list[tuple[str, str, str]], drop_leaves: bool) -> Figures:
     return Figures(frozenset(modules), returns, tuple(per_module.most_common(5)))
 
 
-def report(name: str, runs: list[list[tuple[str, str, str]]]) -> None:
+def report(name: str, runs: list[list[Event]]) -> None:
     threads = sorted({thread for events in runs for thread, _, _ in events})
     print(f"\n{name}: {len(runs)} runs, on threads {', '.join(threads)}")
     for label, drop in (("all modules", False), ("leaf helpers dropped", True)):

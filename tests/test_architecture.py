@@ -45,9 +45,9 @@ def exists(path: str) -> bool:
     return (PACKAGE / path).exists() or (ROOT / path).exists()
 
 
-def test_it_is_under_200_lines() -> None:
-    """Read in one sitting: the glossary, the map and one job's path."""
-    assert len(DOC.read_text().splitlines()) < 200
+def test_it_is_under_240_lines() -> None:
+    """Read in one sitting: the glossary, the map, one job's path and who writes its fate."""
+    assert len(DOC.read_text().splitlines()) < 240
 
 
 def test_no_code_span_runs_over_a_line_end() -> None:

@@ -277,7 +277,7 @@ def test_a_bug_in_cogworker_keeps_cogworker_frames(
         f"ERROR: processing jid={jid} failed unexpectedly (AttributeError: bug in the "
         "bookkeeping); it is acknowledged"
     )
-    assert any(OWN_DIR in frame and "processor.py" in frame for frame in frames(record))
+    assert any(OWN_DIR in frame and "settle.py" in frame for frame in frames(record))
     assert record[-1] == logs.CONTINUATION + "AttributeError: bug in the bookkeeping"
 
 

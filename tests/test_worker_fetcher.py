@@ -27,10 +27,10 @@ def test_a_thread_that_never_says_it_runs_does_not_hold_the_fetcher(
     client = cogworker.Client(config)
     manager.fetcher.start()
     try:
-        manager.fetcher.ready(silent)
+        manager.fetcher.ready("silent", silent)
         client.push({"class": "Any", "args": ["first"]})
         first = silent.get(timeout=10)  # and no running() follows
-        manager.fetcher.ready(waiting)
+        manager.fetcher.ready("waiting", waiting)
         client.push({"class": "Any", "args": ["second"]})
         second = waiting.get(timeout=10)
     finally:

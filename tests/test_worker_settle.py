@@ -53,11 +53,11 @@ import cogworker
 from cogworker import keys, registry, wire
 from cogworker.fetch import Work
 from cogworker.locks import unique_digest
-from cogworker.worker import recovery, scheduler, settle
+from cogworker.worker import filing, recovery, scheduler
+from cogworker.worker.filing import Filer
 from cogworker.worker.identity import new_identity
 from cogworker.worker.manager import Manager
 from cogworker.worker.scheduler import Scheduler
-from cogworker.worker.settle import Settler
 
 RUNS: list[str] = []
 THREADS: list[str] = []
@@ -216,10 +216,10 @@ def test_bug_after_a_successful_run_still_acknowledges(
 def test_bug_while_routing_a_failure_interrupts_into_dead(
     manager: Manager, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_route(self: Settler, job: Any, error: BaseException, run: Any) -> bool:
+    def broken_route(self: Filer, job: Any, error: BaseException, run: Any) -> bool:
         raise AttributeError("bug in route_failure")
 
-    monkeypatch.setattr(Settler, "route_failure", broken_route)
+    monkeypatch.setattr(Filer, "route_failure", broken_route)
     handled: list[BaseException] = []
     manager.config.death_handlers = [lambda entry, error: handled.append(error)]
     with running(manager):
@@ -245,10 +245,10 @@ def test_bug_after_the_failure_was_filed_does_not_file_it_twice(
     entry is written: falling back to interrupt would file the job a second time (two retry
     entries run it twice; two dead entries for one job)."""
 
-    def broken_record(self: Settler, job: Any, attempt: int, outcome: str) -> None:
+    def broken_record(self: Filer, job: Any, attempt: int, outcome: str) -> None:
         raise AttributeError("bug in the attempts log")
 
-    monkeypatch.setattr(Settler, "record_attempt", broken_record)
+    monkeypatch.setattr(Filer, "record_attempt", broken_record)
     job_class = FailJob if target == keys.RETRY else NoRetryJob
     with running(manager):
         jid = job_class.perform_async("filed-once")
@@ -473,7 +473,7 @@ def test_a_minimal_dead_entry_that_cannot_be_the_job_wraps_the_raw_payload() -> 
     wrapper of its stored text, carrying the error and the jid read from it."""
     raw = '{"class":"Hard::Fail","jid":"j-minimal"}'  # no queue: not a job
 
-    entry = json.loads(settle.last_resort_entry(Work.taken("", raw), ValueError("boom")))
+    entry = json.loads(filing.last_resort_entry(Work.taken("", raw), ValueError("boom")))
 
     assert entry["class"] == "(unparseable)" and entry["jid"] == "j-minimal"
     assert (entry["error_class"], entry["error_message"]) == ("ValueError", "boom")

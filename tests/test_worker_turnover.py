@@ -77,9 +77,9 @@ class FeedCount:
         self.calls = 0
         ready = manager.fetcher.ready
 
-        def counted(mailbox: object) -> None:
+        def counted(tid: str, mailbox: object) -> None:
             self.calls += 1
-            ready(mailbox)  # type: ignore[arg-type]
+            ready(tid, mailbox)  # type: ignore[arg-type]
 
         manager.fetcher.ready = counted  # type: ignore[method-assign]
 

@@ -1,7 +1,7 @@
 """Settling finished jobs in batches: one round trip for what many jobs leave to send.
 
 With reliable fetch each processor thread acknowledges and counts its own jobs in its turnover
-(``turnover.py``); what is left comes here: the workers-hash registration of a job from the
+(``settle.py``); what is left comes here: the workers-hash registration of a job from the
 fetcher, whatever a failed turnover carried, and with basic fetch every job's deregistration and
 counts. This thread sends whatever has accumulated as one pipeline as soon as the previous one
 returned, so under load many jobs share a round trip and when idle a write leaves within a

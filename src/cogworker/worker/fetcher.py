@@ -1,10 +1,11 @@
 """The fetcher thread: feeds the processor threads that have nothing to do.
 
-A busy thread takes its next job itself, with the acknowledgement of the one it finished
-(``turnover.py``). A thread that found nothing there (or whose lane closed: ``pace.py``) tells
-the fetcher it is idle; the fetcher waits until some are and lanes are open for them, takes
-that many jobs in one call (blocking server-side when the queues are empty, so idle threads
-cost one waiting connection, not one each) and hands one to each.
+A busy thread takes its next job itself, with the acknowledgement of the one it finished (its
+turnover, ``settle.py``). A thread that found nothing there (or whose lane closed: ``pace.py``)
+tells the fetcher it is idle; the fetcher waits until some are and lanes are open for them,
+takes that many jobs in one call (blocking server-side when the queues are empty, so idle
+threads cost one waiting connection, not one each), registers each in the workers hash
+(through the bookkeeper) and hands one to each.
 Quiet (and stop) takes nothing new; jobs that arrive while quiet began go back to their queue.
 """
 
@@ -14,10 +15,13 @@ import enum
 import queue
 import threading
 import time
+from dataclasses import dataclass
 
-from cogworker import redis_errors
+from cogworker import redis_errors, wire
+from cogworker.failure import Rejection
 from cogworker.fetch import UnsupportedError, Work
 from cogworker.fetch.strategy import FetchStrategy
+from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.ledger import Ledger
 from cogworker.worker.pace import WINDOW, Pace
 from cogworker.worker.processor import Mailbox
@@ -37,12 +41,21 @@ class _Signal(enum.Enum):
     STOP = "stop"
 
 
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """A processor thread waiting for a job: its id and where to send the job."""
+
+    tid: str
+    mailbox: Mailbox
+
+
 class Fetcher:
     def __init__(
         self,
         strategy: FetchStrategy,
         ledger: Ledger,
         settler: Settler,
+        bookkeeper: Bookkeeper,
         pace: Pace,
         stopping: threading.Event,
         quiet: threading.Event,
@@ -51,9 +64,10 @@ class Fetcher:
         self._pace = pace
         self._ledger = ledger
         self._settler = settler
+        self._bookkeeper = bookkeeper
         self._stopping = stopping
         self._quiet = quiet
-        self._inbox: queue.SimpleQueue[Mailbox | _Signal] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Idle | _Signal] = queue.SimpleQueue()
         self._woken = threading.Event()
         self._thread = threading.Thread(target=self._dispatch, name="fetcher", daemon=True)
 
@@ -97,8 +111,8 @@ class Fetcher:
 
     # -- called by processor threads ---------------------------------------------------------
 
-    def ready(self, mailbox: Mailbox) -> None:
-        self._inbox.put(mailbox)
+    def ready(self, tid: str, mailbox: Mailbox) -> None:
+        self._inbox.put(Idle(tid, mailbox))
 
     def running(self) -> None:
         self._woken.set()
@@ -106,7 +120,7 @@ class Fetcher:
     # -- the thread --------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
-        idle: list[Mailbox] = []
+        idle: list[Idle] = []
         while not self._stopping.is_set():
             if not self._collect(idle):
                 break
@@ -115,7 +129,7 @@ class Fetcher:
                 continue
             self._hand_out(idle)
 
-    def _collect(self, idle: list[Mailbox]) -> bool:
+    def _collect(self, idle: list[Idle]) -> bool:
         """Wait until some processor is idle, then gather every one that is. False at stop."""
         if not idle:
             message = self._inbox.get()
@@ -134,7 +148,7 @@ class Fetcher:
                 idle.append(message)
         return True
 
-    def _hand_out(self, idle: list[Mailbox]) -> None:
+    def _hand_out(self, idle: list[Idle]) -> None:
         if not idle:
             return
         room = self._pace.reserve(len(idle), timeout=WINDOW)
@@ -148,9 +162,13 @@ class Fetcher:
             return
         self._pace.release(room - len(works))
         self._woken.clear()
+        now = int(time.time())
         for work in works:
             self._ledger.taken(work)
-            idle.pop().put(work)
+            thread = idle.pop()
+            if not isinstance(work.job, Rejection):  # the workers hash shows it running there
+                self._bookkeeper.register(thread.tid, wire.workers_entry(work.queue, work.raw, now))
+            thread.mailbox.put(work)
         if works:
             self._woken.wait(HEAD_START)
 

@@ -87,6 +87,20 @@ class Ledger:
             if not _decrement(self._performing, work.raw):
                 self._performing_works.pop(work.raw, None)
 
+    def performed_once(self, work: Work) -> Callable[[], None]:
+        """``performed`` for ``work`` as a call that counts only the first time: the chain
+        makes it as ``perform`` ends, the processor again in case ``perform`` was never
+        reached (a middleware skipped it)."""
+        done = False
+
+        def end() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.performed(work)
+
+        return end
+
     def performing(self) -> list[Work]:
         with self._lock:
             return list(self._performing_works.values())

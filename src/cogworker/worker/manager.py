@@ -2,9 +2,9 @@
 
 * ``strategy`` - which fetch is in use (reliable, or basic on an old Redis);
 * ``fetcher`` - the thread that takes jobs and hands them to idle processors (``fetcher.py``);
-* ``processors`` - the threads that run one job each through the middleware, each taking its
-  next job with the acknowledgement of the last in one call (``turnover.py``);
-* ``settler`` - turns what came of a run into an ack, a filing, an interrupt or a hand-back;
+* ``processors`` - the threads that run one job each through the middleware;
+* ``settler`` - turns what came of a run into an ack, a filing, an interrupt or a hand-back,
+  and takes the thread's next job in the same call when it can (its turnover, ``settle.py``);
 * ``bookkeeper`` - the thread that sends what the turnover doesn't (first registrations,
   per-class metrics, basic fetch's counts, acks to retry) in batches;
 * ``ledger`` - what this process holds, in memory;
@@ -31,7 +31,6 @@ from cogworker.worker.processor import Processor
 from cogworker.worker.recovery import Orphans, Reconciler
 from cogworker.worker.recovery.handback import HandBackFailed
 from cogworker.worker.settle import Settler
-from cogworker.worker.turnover import Turnover
 
 logger = logging.getLogger("cogworker")
 
@@ -45,20 +44,25 @@ class Manager:
         self.ledger = Ledger()
         self.strategy = FetchStrategy(config, identity, self.stopping)
         self.bookkeeper = Bookkeeper(self.client, identity, self.strategy, self.ledger)
-        self.settler = Settler(config, self.client, self.strategy, self.ledger, self.bookkeeper)
         quiet = threading.Event()
-        self.pace = Pace(config.concurrency, adaptive=config.adaptive_concurrency)
-        self.fetcher = Fetcher(
-            self.strategy, self.ledger, self.settler, self.pace, self.stopping, quiet
-        )
-        turnover = Turnover(
+        self.settler = Settler(
+            config,
             self.client,
             self.strategy,
             self.ledger,
             self.bookkeeper,
-            self.settler,
             stopping=self.stopping,
             quiet=quiet,
+        )
+        self.pace = Pace(config.concurrency, adaptive=config.adaptive_concurrency)
+        self.fetcher = Fetcher(
+            self.strategy,
+            self.ledger,
+            self.settler,
+            self.bookkeeper,
+            self.pace,
+            self.stopping,
+            quiet,
         )
         self.processors = [
             Processor(
@@ -67,7 +71,6 @@ class Manager:
                 ledger=self.ledger,
                 bookkeeper=self.bookkeeper,
                 settler=self.settler,
-                turnover=turnover,
                 feed=self.fetcher,
                 pace=self.pace,
                 stopping=self.stopping,

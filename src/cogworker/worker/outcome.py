@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 
 from cogworker import failure
 from cogworker.failure import Decision
+from cogworker.fetch import Work
 from cogworker.wire import Payload
+
+logger = logging.getLogger("cogworker")
 
 
 class Next(enum.Enum):
@@ -25,9 +29,9 @@ class Outcome:
 
     job: Payload | None = None  # the run's own copy: middleware may have changed it
     started: bool = False  # listed as performing (the heartbeat keeps its cron lock alive)
-    performed: bool = False  # perform returned or raised (no longer listed as performing)
     ran: Next | None = None  # ACKNOWLEDGE or INTERRUPT once perform has returned or raised
     error: BaseException | None = None  # what the job (or a middleware) raised
+    seconds: float = 0.0  # how long the run took
     decision: Decision | None = None  # its failure's fate, decided inside the chain if it can
     filed: bool = False  # the failure is written (or discarded): only an ack is left to do
     filing_error: BaseException | None = None  # why the failure couldn't be filed normally
@@ -42,6 +46,17 @@ class Outcome:
         if self.ran is Next.INTERRUPT:
             self.filing_error = self.filing_error or error
         return self.ran or Next.GIVE_BACK
+
+
+def log_bug(work: Work, error: BaseException, then: Next) -> None:
+    """The line of a bug of cogworker's while processing ``work``, and what comes of the job."""
+    logger.error(
+        "processing jid=%s failed unexpectedly (%s); %s",
+        work.jid,
+        summary(error),
+        then.value,
+        exc_info=error,
+    )
 
 
 def summary(error: BaseException | None) -> str:

@@ -1,12 +1,10 @@
-"""A processor thread: runs a job through the server middleware, hands what came of it (an
-``Outcome``) to the settle step, and gets its next job from its turnover. Never dies.
+"""A processor thread: take a job, run it through the server middleware, settle it; the
+settle step (``settle.py``) hands back the thread's next job when its turnover took one, else
+the thread waits for the fetcher. Never dies.
 
-One job's path: listed as performing, registered in the workers hash, run on its own copy of
-the payload; a failure is filed at once (``Settler.file_failure``), then the job is settled.
-Its acknowledgement, deregistration and counts then leave with the fetch of the thread's next
-job in one round trip (``Turnover.next_job``); only when no job waits (or fetching that way
-isn't possible) does the thread wait for the fetcher. A job is never started once shutdown
-began.
+A run is listed as performing in the ledger and made on the job's own copy of the payload; what
+came of it (``Outcome``) is a value the settle step acts on. A job is never started once
+shutdown began.
 """
 
 from __future__ import annotations
@@ -18,17 +16,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cogworker import execute, failure, redis_errors, wire
+from cogworker import execute, redis_errors, wire
 from cogworker.config import Config
 from cogworker.failure import Rejection
 from cogworker.fetch import Work
-from cogworker.job import Job
 from cogworker.worker.bookkeeper import Bookkeeper
 from cogworker.worker.ledger import Ledger
-from cogworker.worker.outcome import Next, Outcome, summary
+from cogworker.worker.outcome import Next, Outcome, log_bug
 from cogworker.worker.pace import Pace
 from cogworker.worker.settle import Settler
-from cogworker.worker.turnover import Finished, Turnover
 
 if TYPE_CHECKING:
     import asyncio
@@ -44,8 +40,8 @@ Mailbox = queue.SimpleQueue[Work | None]
 class Feed(Protocol):
     """Where an idle processor gets work: the fetcher."""
 
-    def ready(self, mailbox: Mailbox) -> None:
-        """This processor is idle: send its next job to ``mailbox``."""
+    def ready(self, tid: str, mailbox: Mailbox) -> None:
+        """Processor ``tid`` is idle: register its next job and send it to ``mailbox``."""
 
     def running(self) -> None:
         """A processor woke with the job it was sent and is starting it."""
@@ -60,7 +56,6 @@ class Processor:
         ledger: Ledger,
         bookkeeper: Bookkeeper,
         settler: Settler,
-        turnover: Turnover,
         feed: Feed,
         pace: Pace,
         stopping: threading.Event,
@@ -71,11 +66,10 @@ class Processor:
         self._ledger = ledger
         self._bookkeeper = bookkeeper
         self._settler = settler
-        self._turnover = turnover
         self._feed = feed
         self._pace = pace
         self._stopping = stopping
-        self._registered = False  # the turnover wrote this thread's workers-hash entry
+        self._registered = False  # the last turnover wrote this thread's workers-hash entry
         self._loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, name=f"processor-{index}", daemon=True)
 
@@ -85,10 +79,10 @@ class Processor:
     def _run(self) -> None:
         work: Work | None = None
         try:
-            self._turnover.open_thread()
+            self._settler.open_thread()
             while True:
                 if work is None:
-                    self._feed.ready(self.mailbox)
+                    self._feed.ready(self.tid, self.mailbox)
                     work = self.mailbox.get()
                     if work is None:
                         return
@@ -105,7 +99,7 @@ class Processor:
                 if work is None:
                     self._pace.idle(self.tid)  # its lane is free for another thread
         finally:
-            self._turnover.close_thread()
+            self._settler.close_thread()
             if self._loop is not None:
                 self._loop.close()
 
@@ -113,90 +107,53 @@ class Processor:
 
     def process(self, work: Work) -> Work | None:
         """Run and settle ``work``; the thread's next job, when its turnover took one."""
-        if self._stopping.is_set():
-            self._settler.give_back(work)  # never start a job once shutdown began
-            self._ledger.finished(work)
-            return self._turnover.next_job(self.tid, Finished())
+        outcome = self._run_once(work)
+        keeps_lane = self._pace.keeps_lane(self.tid)
+        return self._settler.settle(
+            self.tid, work, outcome, take_next=keeps_lane, registered=self._registered
+        )
+
+    def _run_once(self, work: Work) -> Outcome:
         outcome = Outcome()
+        if self._stopping.is_set():
+            return outcome  # never start a job once shutdown began: it goes back
         with self._ledger.working():
+            performed = self._ledger.performed_once(work)
             try:
-                outcome.next = self._execute(work, outcome)
+                outcome.next = self._perform(work, outcome, performed)
             except BaseException as error:
                 outcome.next = outcome.after_bug(error)
-                logger.error(
-                    "processing jid=%s failed unexpectedly (%s); %s",
-                    work.jid,
-                    summary(error),
-                    outcome.next.value,
-                    exc_info=error,
-                )
+                log_bug(work, error, outcome.next)
             finally:
-                if outcome.started and not outcome.performed:
-                    self._ledger.performed(work)
-        if not self._registered:
-            self._bookkeeper.withdraw(self.tid)  # the turnover writes the entry from now on
-        ran = outcome.ran is not None
-        finished = Finished(
-            acknowledge=self._settler.finish(work, outcome),
-            processed=int(ran and outcome.error is None),
-            failed=int(ran and outcome.error is not None),
-            take_next=self._pace.keeps_lane(self.tid),
-        )
-        return self._turnover.next_job(self.tid, finished)
+                if outcome.started:
+                    performed()  # perform may never have been reached
+        return outcome
 
-    def _execute(self, work: Work, outcome: Outcome) -> Next:
+    def _perform(self, work: Work, outcome: Outcome, performed: execute.Performed) -> Next:
         if isinstance(work.job, Rejection):
             return Next.BURY
         job = outcome.job = wire.copy_payload(work.job)
         if not self._ledger.starting(work):  # the shutdown hand-back began: it goes back
             return Next.GIVE_BACK
         outcome.started = True
-        if not self._registered:
-            entry = wire.workers_entry(work.queue, work.raw, int(time.time()))
-            self._bookkeeper.register(self.tid, entry)
         logger.info("start: %s jid=%s", job["class"], work.jid)
         self._pace.starting(self.tid)
-        started = time.monotonic()
-        error = self._run_job(work, outcome)
-        seconds = time.monotonic() - started
-        outcome.ran = Next.INTERRUPT if error is not None else Next.ACKNOWLEDGE
-        outcome.error = error
-        # the class as fetched: a middleware changing the copy's doesn't move its metrics
-        self._bookkeeper.record_run(work.job["class"], seconds, failed=error is not None)
-        if error is None:
-            logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], seconds)
+        # ``performed`` ends the ledger's performing entry inside the chain, as perform ends:
+        # the heartbeat must stop re-taking the job's cron lock before the middleware frees it
+        run = execute.run(
+            self._config.server_middleware,
+            job,
+            work.queue,
+            run_coroutine=self._run_coroutine,
+            performed=performed,
+        )
+        outcome.error, outcome.decision, outcome.seconds = run.error, run.decision, run.seconds
+        if run.error is not None:
+            outcome.ran = Next.INTERRUPT  # until settling files the failure
             return Next.ACKNOWLEDGE
-        return self._settler.file_failure(work, outcome)
-
-    def _run_job(self, work: Work, outcome: Outcome) -> BaseException | None:
-        job = outcome.job
-        if job is None:
-            raise ValueError("a run needs its copy of the job")
-
-        def decide(job_class: type[Job] | None, error: BaseException) -> None:
-            decision = outcome.decision = failure.decide(job_class, job, error)
-            if decision.hooked:
-                job["failure_outcome"] = decision.outcome
-
-        def performed() -> None:
-            # before the middleware unwinds: the heartbeat must stop re-taking the job's cron
-            # lock before the running-lock middleware releases it
-            if not outcome.performed:
-                outcome.performed = True
-                self._ledger.performed(work)
-
-        try:
-            execute.execute(
-                self._config.server_middleware,
-                job,
-                work.queue,
-                run_coroutine=self._run_coroutine,
-                on_error=decide,
-                on_performed=performed,
-            )
-        except BaseException as error:
-            return error
-        return None
+        outcome.ran = Next.ACKNOWLEDGE
+        logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], run.seconds)
+        return Next.ACKNOWLEDGE
 
     def _run_coroutine(self, coroutine: Any) -> Any:
         if self._loop is None:

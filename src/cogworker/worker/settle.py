@@ -1,43 +1,67 @@
-"""Settling a processed job: an acknowledgement, a retry or dead filing, an interrupt, a
-hand-back or a burial, then its death hooks. The one place a job's fate is decided; a plain
-acknowledgement rides the thread's turnover (``turnover.py``) with the fetch of its next job.
+"""Settling a processed job, the one step between a run and the thread's next job: its fate
+decided (an acknowledgement, a retry or dead filing, an interrupt, a hand-back or a burial) and
+written by the fetch strategy, then, in the same call when the fetch can (reliable fetch:
+``fetch/turnover.lua``), the thread's next job taken: its **turnover**.
 
 The rule it keeps: a job is never run again because of a failure that happened after it ran.
 If bookkeeping fails *before* ``perform`` the job goes back to its queue; once it has run, it
-is acknowledged, or filed into retry / dead, or (when even that fails) interrupted: filed with
-a fixed delay, or remembered and settled later. Never put back on its queue.
+is acknowledged, or filed into retry / dead (``filing.py``), or (when even that fails)
+interrupted: filed with a fixed delay, or remembered and settled later. Never put back on its
+queue.
 
 A payload that is not a job (not valid UTF-8, not JSON, nested too deeply to parse, not an
 object, no string ``class``, no non-empty ``queue``, no string ``jid``, ``args`` not a list)
 never runs and never goes back on a queue, where it would only come back: it is filed into
-dead at once. A failure is logged once, saying what it led to, with the job's traceback.
+dead at once.
+
+The turnover acknowledges the job (``LREM`` from the in-progress list, its orphan counter
+deleted), counts it, and moves the next job from the tail of a queue (weighted order, paused
+queues left out) onto the in-progress list, writing the thread's workers-hash entry for it;
+with nothing waiting it removes the entry. When the fetch can't (basic fetch), and whenever
+the call fails, what it carried goes to the bookkeeper (which retries an acknowledgement 3
+times, then every half second) and the thread waits for the fetcher like an idle one. Nothing
+is taken once the process is quiet or stopping; a job taken while quiet began goes straight
+back to its queue. Each processor thread sends its calls on a connection of its own (no pool
+lock, no per-command wrappers: see bench/redis_overhead.py).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis
 
-from cogworker import failure, keys, locks, logs, redis_errors, registry, status, wire
+from cogworker import connection, failure, keys, redis_errors, wire
 from cogworker.config import Config
-from cogworker.failure import Decision, Rejection
-from cogworker.fetch import Filing, Work
+from cogworker.failure import Rejection
+from cogworker.fetch import Filing, Turn, Work
 from cogworker.fetch.strategy import FetchStrategy
-from cogworker.job import Job
 from cogworker.wire import Payload
 from cogworker.worker.bookkeeper import ACK_ATTEMPTS, Bookkeeper
+from cogworker.worker.filing import Filer
 from cogworker.worker.ledger import ACK, Ledger
-from cogworker.worker.outcome import Next, Outcome, summary
+from cogworker.worker.outcome import Next, Outcome, log_bug
+
+if TYPE_CHECKING:
+    from redis.connection import AbstractConnection
 
 logger = logging.getLogger("cogworker")
 
-MAX_INTERRUPTS = 3
-INTERRUPT_DELAY = 30
-ATTEMPTS_KEPT = 25
-ATTEMPTS_TTL = 30 * 86400
-_ENCODING_ERRORS = (ValueError, TypeError, RecursionError)
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What a turnover carries about the job just finished: the job to acknowledge (None when
+    settling already wrote its fate), the runs to count, and whether the thread may take its
+    next job (False: its lane closed, see ``pace.py``)."""
+
+    acknowledge: Work | None = None
+    processed: int = 0
+    failed: int = 0
+    take_next: bool = True
 
 
 class Settler:
@@ -48,12 +72,49 @@ class Settler:
         strategy: FetchStrategy,
         ledger: Ledger,
         bookkeeper: Bookkeeper,
+        *,
+        stopping: threading.Event,
+        quiet: threading.Event,
     ) -> None:
         self._config = config
         self._client = client
         self._strategy = strategy
         self._ledger = ledger
         self._bookkeeper = bookkeeper
+        self._stopping = stopping
+        self._quiet = quiet
+        self.filer = Filer(config, client, strategy, ledger)
+        self._threads = threading.local()  # each processor thread's own connection
+
+    # -- the one entry: settle a job, take the next ------------------------------------------
+
+    def settle(
+        self, tid: str, work: Work, outcome: Outcome, *, take_next: bool, registered: bool
+    ) -> Work | None:
+        """Settle what thread ``tid`` made of ``work`` and return its next job, if its turnover
+        took one. ``registered``: the thread's workers-hash entry was written by its last
+        turnover (else by the bookkeeper, for a job from the fetcher); ``take_next``: its lane
+        is still open."""
+        try:
+            if outcome.ran is not None and not isinstance(work.job, Rejection):
+                # the class as fetched: a middleware changing the copy's doesn't move metrics
+                failed = outcome.error is not None
+                self._bookkeeper.record_run(work.job["class"], outcome.seconds, failed=failed)
+            if outcome.next is Next.ACKNOWLEDGE and outcome.error is not None and not outcome.filed:
+                outcome.next = self.filer.file_failure(work, outcome)
+        except BaseException as error:
+            outcome.next = outcome.after_bug(error)
+            log_bug(work, error, outcome.next)
+        if not registered:
+            self._bookkeeper.withdraw(tid)  # the turnover writes the entry from now on
+        ran = outcome.ran is not None
+        finished = Finished(
+            acknowledge=self.finish(work, outcome),
+            processed=int(ran and outcome.error is None),
+            failed=int(ran and outcome.error is not None),
+            take_next=take_next,
+        )
+        return self.next_job(tid, finished)
 
     # -- the end of one job ------------------------------------------------------------------
 
@@ -70,7 +131,7 @@ class Settler:
                 case Next.GIVE_BACK:
                     self.give_back(work)
                 case Next.INTERRUPT:
-                    self.interrupt(work, outcome)
+                    self.filer.interrupt(work, outcome)
                 case Next.BURY:
                     self.bury_unparseable(work)
         finally:
@@ -116,204 +177,6 @@ class Settler:
     def run_death_hooks(self, entry: Payload, error: BaseException) -> None:
         failure.run_death_hooks(self._config.death_handlers, entry, error)
 
-    # -- a failed run: retry or dead ---------------------------------------------------------
-
-    def file_failure(self, work: Work, outcome: Outcome) -> Next:
-        """File the failed run into retry or dead (or discard it) and log it; INTERRUPT when
-        the write failed (``interrupt`` then logs what happened)."""
-        if outcome.job is None or outcome.error is None:
-            raise ValueError("only a run that failed has a failure to file")
-        fate = self.route_failure(work, outcome.job, outcome.error, outcome)
-        if fate is None:
-            return Next.INTERRUPT
-        self.log_failure(work, outcome, logging.WARNING, fate)
-        return Next.ACKNOWLEDGE
-
-    def route_failure(
-        self, work: Work, job: Payload, error: BaseException, outcome: Outcome
-    ) -> str | None:
-        """Write the failure's fields into ``job`` (the run's copy of ``work``) and file it in
-        place of ``work``. Returns what that led to, for the log line, or None if the write
-        failed (``outcome.filing_error`` says why)."""
-        decided_late = outcome.decision is None
-        decision = outcome.decision = outcome.decision or self._decide_late(job, error)
-        job.pop("failure_outcome", None)
-        count = failure.retry_count(job) + 1
-        budget = wire.max_retries(job)
-        now = wire.now()
-        job["error_class"] = failure.error_class_name(error)
-        job["error_message"] = failure.error_message(error)
-        job.setdefault("failed_at", now)
-        job["retry_count"] = count
-        delay: float | None = None
-        if decision.outcome != "discard":
-            delay = decision.delay if decision.delay is not None else failure.default_backoff(count)
-            filed = self._file(work, job, error, decision, (now, delay), outcome)
-            if filed is None:
-                return None
-            if not filed:
-                return "not filed: no longer held here (another process took it over)"
-        outcome.filed = True  # from here on (discard included) the job must only be acked
-        if decision.cut_short or (decided_late and decision.outcome != "retry"):
-            locks.release(self._client, job)
-        if decision.cut_short and decided_late:  # the status middleware saw a retry coming
-            status.mark_failed(self._config, job, error)
-        self.record_attempt(job, count, decision.attempt_outcome)
-        return failure.fate_text(decision, count, budget, delay)
-
-    def _decide_late(self, job: Payload, error: BaseException) -> Decision:
-        """The fate of a failure raised outside ``perform`` (a middleware's, say)."""
-        try:
-            return failure.decide(_job_class(job), job, error)
-        except Exception:
-            logger.error("couldn't decide the fate of jid=%s", job.get("jid"))
-            return Decision("dead" if failure.is_terminal(job) else "retry")
-
-    def _file(
-        self,
-        work: Work,
-        job: Payload,
-        error: BaseException,
-        decision: Decision,
-        timing: tuple[float, float],
-        outcome: Outcome,
-    ) -> bool | None:
-        """File ``job`` into retry or dead in place of ``work``, by the exact entry fetched: a
-        reply lost after the write can't lead to a second record, since the interrupt or the
-        reconcile that follows finds the entry settled. True if filed, False if ``work`` was no
-        longer held (nothing written), None if the write failed."""
-        now, delay = timing
-        retry = decision.outcome == "retry"
-        target, score = (keys.RETRY, now + delay) if retry else (keys.DEAD, now)
-        try:
-            filing = Filing(target, score, wire.dumps(job))
-            written = self._strategy.current().file_instead(work, filing)
-        except (*_ENCODING_ERRORS, redis.RedisError) as write_error:
-            outcome.filing_error = write_error
-            return None
-        outcome.filed = True
-        if not written:
-            return False
-        if retry:
-            locks.extend_for_retry(self._config, self._client, job, delay)
-        else:
-            outcome.death = (wire.copy_payload(job), error)  # as filed, whatever happens next
-        return True
-
-    def record_attempt(self, job: Payload, attempt: int, outcome: str) -> None:
-        jid = job.get("jid")
-        if not isinstance(jid, str):
-            return
-        entry = wire.dumps(
-            {
-                "attempt": attempt,
-                "failed_at": wire.now(),
-                "outcome": outcome,
-                "error_class": job.get("error_class"),
-                "error_message": job.get("error_message"),
-            }
-        )
-        key = keys.job_attempts(jid)
-        try:
-            pipe = self._client.pipeline(transaction=False)
-            pipe.rpush(key, entry)
-            pipe.ltrim(key, -ATTEMPTS_KEPT, -1)
-            pipe.expire(key, ATTEMPTS_TTL)
-            pipe.execute()
-        except redis.RedisError as error:
-            redis_errors.reporter.report("Attempts log", error)
-
-    def log_failure(self, work: Work, outcome: Outcome, level: int, fate: str) -> None:
-        """The one line of a failed run: the error, what it led to, then its traceback."""
-        error = outcome.error or RuntimeError("unknown failure")
-        job = outcome.job or {}
-        logger.log(
-            level,
-            "fail: %s jid=%s: %s: %s; %s",
-            job.get("class"),
-            job.get("jid") or work.jid,
-            failure.error_class_name(error),
-            failure.error_message(error),
-            fate,
-            exc_info=error,
-            extra=logs.USER_TRACEBACK,
-        )
-
-    # -- filing the failure failed: interrupt ------------------------------------------------
-
-    def interrupt(self, work: Work, outcome: Outcome) -> None:
-        """Recording the failure failed: file the job as fetched with a fixed delay."""
-        error = outcome.error or RuntimeError("unknown failure")
-        why = f"couldn't file it ({summary(outcome.filing_error)})"
-        later = "into dead"
-        try:
-            filing, delay, payload, fate = self._interruption(work, outcome, error)
-            later = "into retry" if filing.target == keys.RETRY else later
-            try:
-                written = self._strategy.current().file_instead(work, filing)
-            except redis.RedisError:
-                self._ledger.settle_later(work, filing)
-                raise
-            if filing.target == keys.RETRY:
-                locks.extend_for_retry(self._config, self._client, payload, delay)
-            else:
-                locks.release(self._client, payload)
-                if written:
-                    outcome.death = (payload, error)
-            self.log_failure(work, outcome, logging.ERROR, f"{why}: {fate}")
-        except Exception as interrupt_error:
-            if not self._ledger.is_pending(work):
-                self.remember_for_dead(work, error)
-                later = "into dead"
-            self.log_failure(
-                work,
-                outcome,
-                logging.ERROR,
-                f"{why} nor interrupt it ({summary(interrupt_error)}): left in progress, "
-                f"filed {later} by the next reconcile (or handed over at shutdown)",
-            )
-
-    def _interruption(
-        self, work: Work, outcome: Outcome, error: BaseException
-    ) -> tuple[Filing, float, Payload, str]:
-        """The filing that stands for the run: the job as fetched (middleware changes may be
-        what failed to encode), its delay, the payload filed and what it means."""
-        if isinstance(work.job, Rejection):
-            raise TypeError(f"not a job: {work.job.message}")
-        payload: Payload = wire.copy_payload(work.job)
-        count = int(payload.get("interrupted_count") or 0) + 1
-        attempt = failure.retry_count(payload) + 1
-        now = wire.now()
-        payload.update(
-            {
-                "interrupted_count": count,
-                "retry_count": attempt,
-                "error_class": failure.error_class_name(error),
-                "error_message": failure.error_message(error),
-                "failed_at": now,
-            }
-        )
-        budget = wire.max_retries(payload)
-        out_of_retries = attempt > budget or bool(outcome.decision and outcome.decision.cut_short)
-        if out_of_retries or count > MAX_INTERRUPTS:
-            fate = (
-                "dead instead (no retries left)"
-                if out_of_retries
-                else f"dead instead (interrupted more than {MAX_INTERRUPTS} times)"
-            )
-            return Filing(keys.DEAD, now, wire.dumps(payload)), 0, payload, fate
-        delay = INTERRUPT_DELAY * count
-        fate = (
-            f"retry {attempt}/{budget} in {delay}s instead "
-            f"(interruption {count} of at most {MAX_INTERRUPTS})"
-        )
-        return Filing(keys.RETRY, now + delay, wire.dumps(payload)), delay, payload, fate
-
-    def remember_for_dead(self, work: Work, error: BaseException) -> None:
-        """Remember the dead entry reconcile will file for a job whose interrupt failed."""
-        entry = last_resort_entry(work, error)
-        self._ledger.settle_later(work, Filing(keys.DEAD, wire.now(), entry))
-
     # -- not a job ---------------------------------------------------------------------------
 
     def bury_unparseable(self, work: Work) -> None:
@@ -350,25 +213,97 @@ class Settler:
                 rejection.message,
             )
 
+    # -- the turnover ------------------------------------------------------------------------
 
-def last_resort_entry(work: Work, error: BaseException) -> str:
-    """The dead entry, encoded, filed later for a job whose failure couldn't be filed: the
-    job as fetched with the error's fields, or, when that can't be encoded (it may be what
-    failed) or it is not a job, the unparseable wrapper of its payload with them, under the
-    jid read from it."""
-    error_class, message = failure.error_class_name(error), failure.error_message(error)
-    fields = {"error_class": error_class, "error_message": message, "failed_at": wire.now()}
-    if not isinstance(work.job, Rejection):
+    def next_job(self, tid: str, finished: Finished) -> Work | None:
+        """Settle ``finished`` for thread ``tid`` and return its next job, if one waits."""
+        fetch = self._strategy.chosen()
+        taking = finished.take_next and not (self._quiet.is_set() or self._stopping.is_set())
+        turn = Turn(finished.acknowledge, tid, finished.processed, finished.failed, taking)
         try:
-            return wire.dumps({**work.job, **fields})
-        except _ENCODING_ERRORS:
-            pass
-    jid = None if work.jid == "?" else work.jid
-    return wire.dumps(failure.unparseable_job(work.raw, None, Rejection(error_class, message, jid)))
+            turned = fetch.settle_and_take(self._connection, turn) if fetch is not None else None
+        except Exception as error:  # the job is finished: whatever failed, it must be settled
+            self._report(error, finished.acknowledge)
+            # a call that may have run (its reply lost) may have counted the job already
+            self._hand_to_bookkeeper(tid, finished, may_have_run=not connection.not_sent(error))
+            return None
+        if turned is None:  # this fetch can't: the bookkeeper sends it, the fetcher feeds us
+            self._hand_to_bookkeeper(tid, finished)
+            return None
+        redis_errors.reporter.recovered("Turnover")
+        if finished.acknowledge is not None:
+            self._ledger.finished(finished.acknowledge)
+        for part, message in turned.failures:
+            site = "Fetch" if part == "fetch" else "Bookkeeping (ignored)"
+            redis_errors.reporter.report(site, redis.ResponseError(message))
+        work = turned.taken
+        if work is None:
+            return None
+        self._ledger.taken(work)
+        if self._quiet.is_set() or self._stopping.is_set():
+            self.give_back(work)  # quiet began while the call was out: don't start it
+            self._ledger.finished(work)
+            self._bookkeeper.deregister(tid)
+            return None
+        return work
 
+    def _connection(self) -> AbstractConnection:
+        held: AbstractConnection | None = getattr(self._threads, "connection", None)
+        if held is None:
+            held = self._threads.connection = connection.dedicated(self._client)
+        return held
 
-def _job_class(job: Payload) -> type[Job] | None:
-    try:
-        return registry.resolve(str(job.get("class")))
-    except registry.UnknownJobError:
-        return None
+    def open_thread(self) -> None:
+        """Open the calling thread's connection before its first job (the launcher starts
+        the threads once a heartbeat chose the fetch). Opened on first use instead, every
+        thread's handshake (several round trips) would come at once as the first jobs finish,
+        and delay each thread's next job: by 30 ms at concurrency 20 here."""
+        fetch = self._strategy.chosen()
+        if fetch is None or not fetch.takes_in_turnover:
+            return
+        try:
+            self._connection().connect()  # type: ignore[no-untyped-call]
+        except Exception:  # Redis went away: the first call connects again and reports it
+            return
+
+    def close_thread(self) -> None:
+        """The calling thread is done: close its connection, if it opened one."""
+        held: AbstractConnection | None = getattr(self._threads, "connection", None)
+        if held is not None:
+            held.disconnect()  # type: ignore[no-untyped-call]
+            self._threads.connection = None
+
+    def _report(self, error: Exception, done: Work | None) -> None:
+        if redis_errors.is_unavailable(error):
+            redis_errors.reporter.report("Turnover", error)  # one line per outage
+            return
+        if not isinstance(error, redis.RedisError):  # a bug: its traceback, once per failure
+            logger.error(
+                "turnover failed unexpectedly (%s: %s); %s, and the thread waits for the fetcher",
+                type(error).__name__,
+                error,
+                f"the bookkeeper acknowledges jid={done.jid}" if done else "nothing to acknowledge",
+                exc_info=error,
+            )
+            return
+        logger.warning(
+            "turnover failed (%s: %s); %s, and the thread waits for the fetcher",
+            type(error).__name__,
+            error,
+            f"the bookkeeper acknowledges jid={done.jid}" if done else "nothing to acknowledge",
+        )
+
+    def _hand_to_bookkeeper(self, tid: str, finished: Finished, may_have_run: bool = False) -> None:
+        """The bookkeeper sends what the call carried. After a call that may have run, the
+        counts of a job to acknowledge go with its ack and count only if the ack still finds
+        it listed (the call, had it run, would have taken it off and counted it)."""
+        processed, failed = finished.processed, finished.failed
+        done = finished.acknowledge
+        if done is not None:  # the ledger hears once sent
+            if may_have_run:
+                self._bookkeeper.acknowledge(done, counts=(processed, failed))
+                processed = failed = 0
+            else:
+                self._bookkeeper.acknowledge(done)
+        self._bookkeeper.finished(tid, processed=processed, failed=failed)
+        self._bookkeeper.wake()
