@@ -70,6 +70,7 @@ class Figures:
     modules: frozenset[str]
     returns: int
     most: tuple[tuple[str, int], ...]
+    to_processor: int  # returns to the processor's module (its loop's steps only, by design)
 
 
 def measure(events: list[Event], drop_leaves: bool) -> Figures:
@@ -84,7 +85,12 @@ def measure(events: list[Event], drop_leaves: bool) -> Figures:
         modules.update(kept)
         returns += again
         per_module.update(counts)
-    return Figures(frozenset(modules), returns, tuple(per_module.most_common(5)))
+    return Figures(
+        frozenset(modules),
+        returns,
+        tuple(per_module.most_common(5)),
+        per_module["cogworker.worker.processor"],
+    )
 
 
 def report(name: str, runs: list[list[Event]]) -> None:
@@ -97,7 +103,8 @@ def report(name: str, runs: list[list[Event]]) -> None:
         most = ", ".join(f"{m.removeprefix('cogworker.')} {n}" for m, n in middle.most)
         print(
             f"  {label}: {len(middle.modules)} modules, {middle.returns} returns to a module"
-            f" left (median; {spread} over the runs); most: {most}"
+            f" left (median; {spread} over the runs), {middle.to_processor} to the processor;"
+            f" most: {most}"
         )
         print("    " + " ".join(sorted(m.removeprefix("cogworker.") for m in middle.modules)))
 
