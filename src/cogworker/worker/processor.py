@@ -150,10 +150,10 @@ class Processor:
         outcome.error, outcome.decision, outcome.seconds = run.error, run.decision, run.seconds
         if run.error is not None:
             outcome.ran = Next.INTERRUPT  # until settling files the failure
-            return Next.ACKNOWLEDGE
-        outcome.ran = Next.ACKNOWLEDGE
-        logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], run.seconds)
-        return Next.ACKNOWLEDGE
+        else:
+            outcome.ran = Next.ACKNOWLEDGE
+            logger.info("done: %s jid=%s in %.3fs", job["class"], job["jid"], run.seconds)
+        return Next.ACKNOWLEDGE  # a failure is filed first, by the settle step
 
     def _run_coroutine(self, coroutine: Any) -> Any:
         if self._loop is None:
